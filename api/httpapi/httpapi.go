@@ -1,0 +1,282 @@
+// Package httpapi serves the Waypost domain operations over authenticated HTTP: the data plane under /v0
+// and the control plane under /admin/v0 (SUPPLEMENT §11.1, §11.3), with the RFC §5.2 result envelope.
+// The same handler runs in `waypost serve` and behind API Gateway in Lambda.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waypost/waypost/api/strictjson"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/schemas"
+)
+
+// Options configure the handler.
+type Options struct {
+	// AdminSecret authenticates the control plane (Bearer). Empty disables /admin/v0.
+	AdminSecret string
+	// Schemas validates request bodies; nil means schemas.New().
+	Schemas *schemas.Registry
+	// Logger receives one structured line per request; never tokens or bodies.
+	Logger *slog.Logger
+	// IDs makes tracking request IDs for reads.
+	IDs port.IDSource
+	// Extra registers more routes on the same mux (e.g. MCP, feed.wait) before the catch-all.
+	Extra func(mux *http.ServeMux, a *API)
+}
+
+// API is the HTTP transport over a domain.Service.
+type API struct {
+	svc     *domain.Service
+	admin   []byte
+	schemas *schemas.Registry
+	log     *slog.Logger
+	ids     port.IDSource
+	mux     *http.ServeMux
+}
+
+// New returns the HTTP API handler.
+func New(svc *domain.Service, opts Options) (*API, error) {
+	reg := opts.Schemas
+	if reg == nil {
+		var err error
+		if reg, err = schemas.New(); err != nil {
+			return nil, fmt.Errorf("httpapi: loading schemas: %w", err)
+		}
+	}
+	if opts.IDs == nil {
+		return nil, fmt.Errorf("httpapi: an ID source is required")
+	}
+	a := &API{svc: svc, admin: []byte(opts.AdminSecret), schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux()}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.routes()
+	if opts.Extra != nil {
+		opts.Extra(a.mux, a)
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such route: %s %s", r.Method, r.URL.Path))
+	})
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	w.Header().Set("Cache-Control", "no-store")
+	a.mux.ServeHTTP(rec, r)
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+		slog.String("code", rec.code), slog.String("request_id", rec.requestID), slog.Duration("duration", time.Since(start)))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status    int
+	code      string
+	requestID string
+}
+
+func (s *statusRecorder) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+// Flush lets long polls flush through the recorder.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Envelope is the RFC §5.2 result envelope.
+type Envelope struct {
+	OK        bool              `json:"ok"`
+	RequestID string            `json:"request_id"`
+	Data      any               `json:"data,omitempty"`
+	Error     *domain.WireError `json:"error,omitempty"`
+}
+
+func (a *API) readID() string { return a.ids.NewID("rq") }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func (a *API) ok(w http.ResponseWriter, requestID string, data any) {
+	if rec, isRec := w.(*statusRecorder); isRec {
+		rec.requestID = requestID
+	}
+	writeJSON(w, http.StatusOK, Envelope{OK: true, RequestID: requestID, Data: data})
+}
+
+// fail writes an error envelope; unexpected errors are logged with the request ID and shown as INTERNAL.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err error) {
+	de := domain.AsError(err)
+	if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
+		a.log.LogAttrs(r.Context(), slog.LevelError, "operation failed", slog.String("request_id", requestID),
+			slog.String("code", string(de.Code)), slog.String("error", err.Error()))
+	}
+	if rec, isRec := w.(*statusRecorder); isRec {
+		rec.code, rec.requestID = string(de.Code), requestID
+	}
+	if de.Code == domain.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
+	}
+	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	wire := de.Wire()
+	writeJSON(w, de.Code.HTTPStatus(), Envelope{OK: false, RequestID: requestID, Error: &wire})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// principal authenticates the data-plane bearer token.
+func (a *API) principal(r *http.Request) (*domain.Principal, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return nil, domain.Errorf(domain.CodeUnauthenticated, "missing bearer token")
+	}
+	return a.svc.Authenticate(r.Context(), tok)
+}
+
+// Principal authenticates a request for other transports mounted on the same API (e.g. MCP, feed.wait).
+func (a *API) Principal(r *http.Request) (*domain.Principal, error) { return a.principal(r) }
+
+// Service returns the domain service behind the API.
+func (a *API) Service() *domain.Service { return a.svc }
+
+func (a *API) adminOK(r *http.Request) error {
+	if len(a.admin) == 0 {
+		return domain.Errorf(domain.CodeUnauthenticated, "the control plane is disabled")
+	}
+	tok, ok := bearer(r)
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), a.admin) != 1 {
+		return domain.Errorf(domain.CodeUnauthenticated, "missing or wrong admin secret")
+	}
+	return nil
+}
+
+// readBody reads a JSON request body within the published limit and validates it: size, strict syntax
+// (duplicate keys, non-finite numbers), the request's JSON Schema, then strict decoding into v. It returns
+// the request_id found in the body (for the error envelope) when there is a valid one.
+func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
+	limit := int64(a.svc.Limits().MaxRequestBytes)
+	if r.ContentLength > limit {
+		return "", domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return "", domain.Errorf(domain.CodeInvalidRequest, "reading request body failed")
+	}
+	if int64(len(raw)) > limit {
+		return "", domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	if err := strictjson.CheckSyntax(raw); err != nil {
+		return "", invalid(err)
+	}
+	rid := requestIDOf(raw)
+	if err := a.schemas.Validate(schema, raw); err != nil {
+		return rid, invalid(err)
+	}
+	if err := strictjson.DecodeBytes(raw, v); err != nil {
+		return rid, invalid(err)
+	}
+	return rid, nil
+}
+
+func invalid(err error) error {
+	var se *strictjson.Error
+	msg := err.Error()
+	if errors.As(err, &se) {
+		msg = se.Error()
+	}
+	if len(msg) > 300 {
+		msg = msg[:300]
+	}
+	return domain.Errorf(domain.CodeInvalidRequest, "%s", msg)
+}
+
+// requestIDOf extracts a syntactically valid top-level request_id, for the error envelope only.
+func requestIDOf(raw []byte) string {
+	var probe struct {
+		RequestID any `json:"request_id"`
+	}
+	if json.Unmarshal(raw, &probe) != nil {
+		return ""
+	}
+	if s, ok := probe.RequestID.(string); ok && domain.ValidRequestID(s) {
+		return s
+	}
+	return ""
+}
+
+// handler adapts a data-plane operation: authenticate, run, envelope.
+type dataFunc func(ctx context.Context, r *http.Request, p *domain.Principal) (requestID string, data any, err error)
+
+func (a *API) data(fn dataFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.principal(r)
+		if err != nil {
+			a.fail(w, r, a.readID(), err)
+			return
+		}
+		rid, data, err := fn(r.Context(), r, p)
+		if rid == "" {
+			rid = a.readID()
+		}
+		if err != nil {
+			a.fail(w, r, rid, err)
+			return
+		}
+		a.ok(w, rid, data)
+	}
+}
+
+type adminFunc func(ctx context.Context, r *http.Request) (requestID string, data any, err error)
+
+func (a *API) adminHandler(fn adminFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := a.adminOK(r); err != nil {
+			a.fail(w, r, a.readID(), err)
+			return
+		}
+		rid, data, err := fn(r.Context(), r)
+		if rid == "" {
+			rid = a.readID()
+		}
+		if err != nil {
+			a.fail(w, r, rid, err)
+			return
+		}
+		a.ok(w, rid, data)
+	}
+}
+
+func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds() + 0.999)) }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/waypost/waypost/server"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfg server.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the embedded Waypost server (one process, data on local disk)",
+		Long: `Run the embedded Waypost server: the HTTP data plane under /v0 and the control plane under
+/admin/v0, with all data (database, message bodies, secrets) in one directory.
+
+The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
+<data>/admin-secret (mode 0600) on first start and its path is printed. Stop with Ctrl-C: in-flight
+requests finish before the process exits.`,
+		Example: `  waypost serve
+  waypost serve --addr 127.0.0.1:9000 --data /var/lib/waypost`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.AdminSecret = os.Getenv("WAYPOST_ADMIN_SECRET")
+			cfg.Version = version
+			srv, err := server.Open(cfg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			if err := srv.Listen(); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "waypost %s listening on http://%s (data in %s)\n", version, srv.Addr(), cfg.DataDir)
+			if srv.AdminSecretPath != "" {
+				fmt.Fprintf(out, "admin secret: %s (export WAYPOST_ADMIN_SECRET=$(cat %s))\n", srv.AdminSecretPath, srv.AdminSecretPath)
+			} else {
+				fmt.Fprintln(out, "admin secret: from WAYPOST_ADMIN_SECRET")
+			}
+			return srv.Serve(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8787", "listen address")
+	f.StringVar(&cfg.DataDir, "data", "./waypost-data", "data directory (created on first start)")
+	f.BoolVar(&cfg.NoSync, "unsafe-no-fsync", false, "do not fsync commits (benchmarks only: a crash can lose acknowledged writes)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}

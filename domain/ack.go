@@ -1,0 +1,212 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// OpInboxAck is the idempotency operation name of inbox.ack.
+const OpInboxAck = "inbox.ack"
+
+// AckEntry is one item of an ack request.
+type AckEntry struct {
+	ItemID string `json:"item_id"`
+	Stage  Stage  `json:"stage"`
+}
+
+// AckRequest is the body of inbox.ack (RFC §8.3).
+type AckRequest struct {
+	RequestID        string     `json:"request_id"`
+	ConsumerID       string     `json:"consumer_id"`
+	Items            []AckEntry `json:"items"`
+	CheckpointCursor *string    `json:"checkpoint_cursor,omitempty"`
+}
+
+// AckReceipt reports the current stage of one acked item.
+type AckReceipt struct {
+	ItemID  string `json:"item_id"`
+	Stage   Stage  `json:"stage"`
+	Changed bool   `json:"changed"`
+}
+
+// AckResult is the result of inbox.ack.
+type AckResult struct {
+	Receipts         []AckReceipt `json:"receipts"`
+	CheckpointCursor *string      `json:"checkpoint_cursor"`
+}
+
+// receiptRecord is the stored receipt state of (space, consumer, item).
+type receiptRecord struct {
+	ReceiptID string `json:"receipt_id"`
+	Stage     Stage  `json:"stage"`
+	Version   int64  `json:"version"`
+}
+
+// Ack records receipts and a checkpoint for a consumer (inbox.ack). Stages only advance
+// none → received → processed; only a real advance publishes a receipt feed item, and acking a receipt
+// item publishes none. Receipts, checkpoint and feed items commit atomically.
+func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckResult, error) {
+	if err := checkRequestID(req.RequestID); err != nil {
+		return AckResult{}, err
+	}
+	if len(req.Items) > s.limits.AckItemsMax {
+		return AckResult{}, Errorf(CodeResourceLimit, "more than %d items in one ack", s.limits.AckItemsMax).WithDetails("field", "items", "limit", s.limits.AckItemsMax)
+	}
+	for _, e := range req.Items {
+		if e.Stage != StageReceived && e.Stage != StageProcessed {
+			return AckResult{}, Errorf(CodeInvalidRequest, "stage must be received or processed").WithDetails("field", "items.stage")
+		}
+		if !ValidID(e.ItemID) {
+			return AckResult{}, Errorf(CodeInvalidRequest, "item_id must match [A-Za-z0-9_-]{1,96}").WithDetails("field", "items.item_id")
+		}
+	}
+	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeReceiptWrite)
+	if err != nil {
+		return AckResult{}, err
+	}
+	cpPos, hasCP := uint64(0), req.CheckpointCursor != nil && *req.CheckpointCursor != ""
+	if hasCP {
+		if cpPos, err = s.position(fs, req.CheckpointCursor); err != nil {
+			return AckResult{}, err
+		}
+	}
+	// The strongest stage asked for each item, in first-seen order.
+	want := map[string]Stage{}
+	var order []string
+	for _, e := range req.Items {
+		if _, seen := want[e.ItemID]; !seen {
+			order = append(order, e.ItemID)
+		}
+		if e.Stage.rank() > want[e.ItemID].rank() {
+			want[e.ItemID] = e.Stage
+		}
+	}
+	fp := fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
+	raw, published, err := s.runOnce(ctx, onceSpec{
+		key: keySubmission(p.SpaceID, p.ActorID, OpInboxAck, req.RequestID), operation: OpInboxAck, requestID: req.RequestID, fingerprint: fp,
+		prepare: func(ctx context.Context) (*onceTx, error) {
+			return s.prepareAck(ctx, fs, order, want, hasCP, cpPos)
+		},
+	})
+	if err != nil {
+		return AckResult{}, err
+	}
+	s.notify(ctx, published)
+	return decodeResult[AckResult](raw, nil)
+}
+
+type ackPlan struct {
+	entry   AckReceipt
+	acked   FeedItem
+	rec     receiptRecord
+	prevVer int64
+	emit    bool // publish a receipt feed item
+}
+
+func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, want map[string]Stage, hasCP bool, cpPos uint64) (*onceTx, error) {
+	p, space, consumer := fs.p, fs.p.SpaceID, fs.consumer.ConsumerID
+	var plans []*ackPlan
+	var ops []port.Op
+	ops = append(ops, genCheck(p))
+	var emits uint64
+	for _, id := range order {
+		acked, err := s.feedItem(ctx, fs, id)
+		if err != nil {
+			return nil, err
+		}
+		rec, _, found, err := getRecord[receiptRecord](ctx, s.store, keyReceipt(space, consumer, id))
+		if err != nil {
+			return nil, err
+		}
+		pl := &ackPlan{acked: acked, rec: rec, prevVer: rec.Version, entry: AckReceipt{ItemID: id, Stage: rec.Stage}}
+		if want[id].rank() > rec.Stage.rank() {
+			if !found {
+				pl.rec.ReceiptID = s.ids.NewID("rcpt")
+			}
+			pl.rec.Stage, pl.rec.Version = want[id], rec.Version+1
+			pl.entry = AckReceipt{ItemID: id, Stage: want[id], Changed: true}
+			pl.emit = acked.ItemType != ItemReceipt
+			if pl.emit {
+				emits++
+			}
+			cond := port.NotExists()
+			if found {
+				cond = port.AttrEquals(attrVersion, itoa(rec.Version))
+			}
+			ops = append(ops, port.Put(item(keyReceipt(space, consumer, id), pl.rec, attrVersion, itoa(pl.rec.Version)), cond))
+		}
+		plans = append(plans, pl)
+	}
+	// Checkpoint: per consumer, view revision and grant fingerprint; only moves forward (RFC §8.3).
+	cpKey := keyCheckpoint(space, consumer, fs.consumer.ViewRevision, fs.binding.GrantFP)
+	cur, found, err := s.store.Get(ctx, cpKey)
+	if err != nil {
+		return nil, err
+	}
+	var curPos uint64
+	if found {
+		if curPos, err = strconv.ParseUint(cur.Attr(attrPos), 10, 64); err != nil {
+			return nil, fmt.Errorf("checkpoint position: %w", err)
+		}
+	}
+	var cpOut *string
+	if found {
+		c := s.cursorAt(fs, curPos)
+		cpOut = &c
+	}
+	if hasCP && (!found || cpPos > curPos) {
+		cond := port.NotExists()
+		if found {
+			cond = port.AttrEquals(attrPos, cur.Attr(attrPos))
+		}
+		ops = append(ops, port.Put(port.Item{Key: cpKey, Attrs: map[string]string{attrPos: strconv.FormatUint(cpPos, 10)}}, cond))
+		c := s.cursorAt(fs, cpPos)
+		cpOut = &c
+	}
+	return &onceTx{resourceID: consumer, seqSpace: space, count: emits, build: func(first uint64) ([]port.Op, any, []port.Published) {
+		out := append([]port.Op(nil), ops...)
+		res := AckResult{Receipts: []AckReceipt{}, CheckpointCursor: cpOut}
+		var pub []port.Published
+		now := s.clock.Now().UTC()
+		seq := first
+		for _, pl := range plans {
+			res.Receipts = append(res.Receipts, pl.entry)
+			if !pl.emit {
+				continue
+			}
+			vs := strconv.FormatUint(seq, 10)
+			fi := FeedItem{ItemID: newItemID(seq, pl.rec.ReceiptID), SpaceID: space, VisibleSeq: vs, ItemType: ItemReceipt,
+				ResourceID: pl.rec.ReceiptID, ResourceVersion: pl.rec.Version, ProducerID: p.ActorID,
+				RecipientIDs: []string{pl.acked.ProducerID}, ThreadID: pl.acked.ThreadID, CommittedAt: now,
+				Data: encode(ReceiptItemData{ConsumerID: consumer, AckedItemID: pl.acked.ItemID, ResourceID: pl.acked.ResourceID,
+					Stage: pl.rec.Stage, ReceiptVersion: pl.rec.Version})}
+			data := encode(fi)
+			out = append(out,
+				port.Put(port.Item{Key: keyFeed(space, seq), Data: data}, port.NotExists()),
+				port.Put(port.Item{Key: keyInbox(space, pl.acked.ProducerID, seq), Data: data}, port.NotExists()))
+			pub = append(pub, port.Published{SpaceID: space, VisibleSeq: seq, ItemID: fi.ItemID})
+			seq++
+		}
+		return out, res, pub
+	}}, nil
+}
+
+// feedItem finds a feed item by ID and checks that it is visible to the consumer's view and rights.
+func (s *Service) feedItem(ctx context.Context, fs feedScope, itemID string) (FeedItem, error) {
+	notFound := Errorf(CodeNotFound, "no such item for this consumer").WithDetails("item_id", itemID)
+	seq, ok := parseItemID(itemID)
+	if !ok {
+		return FeedItem{}, notFound
+	}
+	fi, _, found, err := getRecord[FeedItem](ctx, s.store, keyFeed(fs.p.SpaceID, seq))
+	if err != nil {
+		return FeedItem{}, err
+	}
+	if !found || fi.ItemID != itemID || !fs.visible(fi, false) {
+		return FeedItem{}, notFound
+	}
+	return fi, nil
+}

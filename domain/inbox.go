@@ -1,0 +1,254 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// ReadRequest is the body of inbox.read (RFC §8.2).
+type ReadRequest struct {
+	ConsumerID string  `json:"consumer_id"`
+	Cursor     *string `json:"cursor,omitempty"`
+	Limit      int     `json:"limit,omitempty"`
+}
+
+// Page is one page of a consumer's feed (RFC §8.2).
+type Page struct {
+	Items      []FeedItem `json:"items"`
+	NextCursor string     `json:"next_cursor"`
+	HasMore    bool       `json:"has_more"`
+	// CheckpointCursor is the consumer's stored checkpoint for its current view and rights, if any.
+	CheckpointCursor *string `json:"checkpoint_cursor"`
+}
+
+// feedScope is what a consumer may read right now: the consumer, its view and filter, and the principal's
+// rights, fixed for one request.
+type feedScope struct {
+	p        *Principal
+	consumer Consumer
+	binding  cursorBody // everything a cursor binds except the position
+}
+
+func (s *Service) actorIDs(ctx context.Context, space string) ([]string, error) {
+	items, err := s.store.Query(ctx, port.Query{PK: "SP#" + space, After: "ACT#", UpTo: "ACT#\xff", Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, it := range items {
+		a, err := decodeItem[Actor](it)
+		if err != nil {
+			return nil, err
+		}
+		if !a.Revoked {
+			out = append(out, a.ActorID)
+		}
+	}
+	return out, nil
+}
+
+// consumerScope checks that the principal may read as the consumer and returns the read scope.
+func (s *Service) consumerScope(ctx context.Context, p *Principal, consumerID string, need Scope) (feedScope, error) {
+	var fs feedScope
+	if err := requireScope(p, need); err != nil {
+		return fs, err
+	}
+	notFound := Errorf(CodeNotFound, "no such consumer").WithDetails("consumer_id", consumerID)
+	if !ValidID(consumerID) {
+		return fs, notFound
+	}
+	c, _, found, err := getRecord[Consumer](ctx, s.store, keyConsumer(p.SpaceID, consumerID))
+	if err != nil {
+		return fs, err
+	}
+	if !found || c.ActorID != p.ActorID {
+		return fs, notFound
+	}
+	if p.ConsumerID != "" && p.ConsumerID != consumerID {
+		return fs, Errorf(CodeForbidden, "the credential is bound to another consumer")
+	}
+	if c.View == ViewSpaceLog && !p.CanObserve() {
+		return fs, Errorf(CodeForbidden, "a space_log consumer needs the space.observe scope and grant")
+	}
+	ffp, err := Fingerprint(c.Filter.Normalize())
+	if err != nil {
+		return fs, fmt.Errorf("filter fingerprint: %w", err)
+	}
+	fs = feedScope{p: p, consumer: c, binding: cursorBody{Space: p.SpaceID, Actor: p.ActorID, Consumer: c.ConsumerID,
+		ViewRev: c.ViewRevision, FilterFP: ffp[:32], GrantFP: p.grantFingerprint()}}
+	return fs, nil
+}
+
+// position verifies a cursor against the scope and returns its position (0 for a null cursor).
+func (s *Service) position(fs feedScope, cursor *string) (uint64, error) {
+	if cursor == nil || *cursor == "" {
+		return 0, nil
+	}
+	b, err := s.cursors.decode(*cursor)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.checkScope(fs.binding); err != nil {
+		return 0, err
+	}
+	return b.Pos, nil
+}
+
+func (s *Service) cursorAt(fs feedScope, pos uint64) string {
+	b := fs.binding
+	b.Pos = pos
+	return s.cursors.encode(b)
+}
+
+// partition is the feed partition a consumer's view reads: its actor's inbox, or the space feed.
+func (fs feedScope) partition() string {
+	if fs.consumer.View == ViewSpaceLog {
+		return pkFeed(fs.p.SpaceID)
+	}
+	return pkInbox(fs.p.SpaceID, fs.p.ActorID)
+}
+
+// visible reports whether an item is in the intersection of space, rights, view and filter (RFC §8.1).
+func (fs feedScope) visible(fi FeedItem, applyFilter bool) bool {
+	p := fs.p
+	switch fi.ItemType {
+	case ItemMessage:
+		if fs.consumer.View == ViewInbox && !slices.Contains(fi.RecipientIDs, p.ActorID) {
+			return false
+		}
+	case ItemReceipt:
+		// A receipt is visible to the producer of the acked item (its recipient) and to observers.
+		if fs.consumer.View == ViewInbox && !slices.Contains(fi.RecipientIDs, p.ActorID) {
+			return false
+		}
+	case ItemMemoryRevision:
+		var d MemoryRevisionItemData
+		if err := jsonUnmarshal(fi.Data, &d); err != nil || !p.HasScope(ScopeMemoryRead) || !p.HasGrant(PermMemoryRead, d.CollectionID) {
+			return false
+		}
+		if applyFilter && len(fs.consumer.Filter.CollectionIDs) > 0 && !slices.Contains(fs.consumer.Filter.CollectionIDs, d.CollectionID) {
+			return false
+		}
+	default:
+		return false
+	}
+	if !applyFilter {
+		return true
+	}
+	f := fs.consumer.Filter
+	if len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, fi.ProducerID) {
+		return false
+	}
+	if len(f.ItemTypes) > 0 && !slices.Contains(f.ItemTypes, string(fi.ItemType)) {
+		return false
+	}
+	if len(f.ThreadIDs) > 0 && fi.ItemType != ItemMemoryRevision && (fi.ThreadID == nil || !slices.Contains(f.ThreadIDs, *fi.ThreadID)) {
+		return false
+	}
+	return true
+}
+
+// scanBudget bounds how many stored entries one read inspects, so a narrow filter cannot make one request
+// unbounded; the cursor then moves past the entries determined invisible and has_more is true.
+const scanBudgetFactor = 20
+
+// ReadInbox returns the next page of a consumer's feed after the cursor (inbox.read). Items are returned in
+// visible_seq order; the read is bounded by the sequence head read first, so a cursor never passes an item
+// that could still become visible with a lower number (RFC §8.2, §16.2).
+func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) (Page, error) {
+	limit := req.Limit
+	if limit == 0 {
+		limit = s.limits.InboxPageDefault
+	}
+	if limit < 1 || limit > s.limits.InboxPageMax {
+		return Page{}, Errorf(CodeInvalidRequest, "limit must be between 1 and %d", s.limits.InboxPageMax).WithDetails("field", "limit")
+	}
+	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeMessageRead)
+	if err != nil {
+		return Page{}, err
+	}
+	pos, err := s.position(fs, req.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	page, err := s.readFrom(ctx, fs, pos, limit)
+	if err != nil {
+		return Page{}, err
+	}
+	cp, err := s.checkpoint(ctx, fs)
+	if err != nil {
+		return Page{}, err
+	}
+	page.CheckpointCursor = cp
+	return page, nil
+}
+
+func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit int) (Page, error) {
+	head, err := s.head(ctx, fs.p.SpaceID)
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Items: []FeedItem{}}
+	if pos >= head {
+		page.NextCursor = s.cursorAt(fs, pos)
+		return page, nil
+	}
+	budget := limit * scanBudgetFactor
+	scanned := pos
+	for budget > 0 {
+		items, err := s.store.Query(ctx, port.Query{PK: fs.partition(), After: seqSK(scanned), UpTo: seqSK(head), Limit: min(budget, limit+1)})
+		if err != nil {
+			return Page{}, fmt.Errorf("reading feed: %w", err)
+		}
+		for _, it := range items {
+			seq, err := parseSeqSK(it.SK)
+			if err != nil {
+				return Page{}, fmt.Errorf("feed key %s: %w", it.Key, err)
+			}
+			fi, err := decodeItem[FeedItem](it)
+			if err != nil {
+				return Page{}, err
+			}
+			budget--
+			if !fs.visible(fi, true) {
+				scanned = seq
+				continue
+			}
+			if len(page.Items) == limit {
+				page.HasMore = true
+				page.NextCursor = s.cursorAt(fs, scanned)
+				return page, nil
+			}
+			page.Items = append(page.Items, fi)
+			scanned = seq
+		}
+		if len(items) == 0 || scanned >= head {
+			page.NextCursor = s.cursorAt(fs, head)
+			return page, nil
+		}
+	}
+	page.HasMore = true
+	page.NextCursor = s.cursorAt(fs, scanned)
+	return page, nil
+}
+
+// checkpoint returns the stored checkpoint cursor of the consumer's current view and rights.
+func (s *Service) checkpoint(ctx context.Context, fs feedScope) (*string, error) {
+	it, found, err := s.store.Get(ctx, keyCheckpoint(fs.p.SpaceID, fs.consumer.ConsumerID, fs.consumer.ViewRevision, fs.binding.GrantFP))
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, nil
+	}
+	pos, err := strconv.ParseUint(it.Attr(attrPos), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint position: %w", err)
+	}
+	c := s.cursorAt(fs, pos)
+	return &c, nil
+}

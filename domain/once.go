@@ -1,0 +1,105 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// onceSpec describes a write that completes in a single transaction together with its idempotency record
+// (control-plane creates, acks). The submission record is op 0 of the transaction, guarded by NotExists.
+type onceSpec struct {
+	key         port.Key
+	operation   string
+	requestID   string
+	fingerprint string
+	// prepare reads current state and returns the transaction body; it is called again after a
+	// condition failure on one of its ops (optimistic retry).
+	prepare func(ctx context.Context) (*onceTx, error)
+}
+
+type onceTx struct {
+	resourceID string
+	seqSpace   string // space whose sequence to allocate from, when count > 0
+	count      uint64
+	build      func(first uint64) (ops []port.Op, result any, published []port.Published)
+}
+
+// replay returns the stored outcome of an existing submission with the same key.
+func replay(sub Submission, fp string) (json.RawMessage, error) {
+	if sub.Fingerprint != fp {
+		return nil, Errorf(CodeIdempotencyConflict, "the request ID was already used with different content").
+			WithDetails("request_id", sub.RequestID)
+	}
+	switch sub.State {
+	case StateCommitted:
+		return sub.Result, nil
+	case StateFailed:
+		if sub.Error != nil {
+			return nil, &Error{Code: sub.Error.Code, Message: sub.Error.Message, Details: sub.Error.Details}
+		}
+		return nil, Errorf(CodeInternal, "failed submission without error")
+	default:
+		return nil, Errorf(CodeSubmissionPending, "the same request is still in flight").
+			WithDetails("resource_id", sub.ResourceID)
+	}
+}
+
+// runOnce executes spec: replaying a committed result, or committing the new write exactly once.
+func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, []port.Published, error) {
+	for attempt := 0; attempt < s.retries; attempt++ {
+		sub, _, found, err := getRecord[Submission](ctx, s.store, spec.key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if found {
+			res, err := replay(sub, spec.fingerprint)
+			return res, nil, err
+		}
+		otx, err := spec.prepare(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		now := s.clock.Now().UTC()
+		var result json.RawMessage
+		var published []port.Published
+		tx := port.Tx{Build: func(first uint64) ([]port.Op, error) {
+			ops, res, pub := otx.build(first)
+			result, published = encode(res), pub
+			sub := Submission{Operation: spec.operation, RequestID: spec.requestID, Fingerprint: spec.fingerprint,
+				ResourceID: otx.resourceID, State: StateCommitted, ReservedAt: now, Result: result}
+			return append([]port.Op{port.Put(item(spec.key, sub, attrState, string(StateCommitted)), port.NotExists())}, ops...), nil
+		}}
+		if otx.count > 0 {
+			k := keySeq(otx.seqSpace)
+			tx.Counter, tx.Count, tx.Max = &k, otx.count, uint64(s.limits.VisibleSeqMax)
+		}
+		_, err = s.store.Commit(ctx, tx)
+		if err == nil {
+			return result, published, nil
+		}
+		if errors.Is(err, port.ErrCounterExhausted) {
+			return nil, nil, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+		}
+		if _, ok := port.FailedOp(err); ok {
+			continue // a concurrent write won; re-read and decide again
+		}
+		return nil, nil, fmt.Errorf("%s: commit: %w", spec.operation, err)
+	}
+	return nil, nil, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// decodeResult turns a stored result back into its typed form.
+func decodeResult[T any](raw json.RawMessage, err error) (T, error) {
+	var v T
+	if err != nil {
+		return v, err
+	}
+	if uerr := json.Unmarshal(raw, &v); uerr != nil {
+		return v, fmt.Errorf("decoding stored result: %w", uerr)
+	}
+	return v, nil
+}

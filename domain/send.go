@@ -1,0 +1,400 @@
+package domain
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// OpMessageSend is the idempotency operation name of message.send.
+const OpMessageSend = "message.send"
+
+// SendRequest is the body of message.send (RFC §6.1).
+type SendRequest struct {
+	RequestID     string          `json:"request_id"`
+	RecipientIDs  []string        `json:"recipient_ids,omitempty"`
+	ThreadID      *string         `json:"thread_id,omitempty"`
+	InReplyTo     *string         `json:"in_reply_to,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Subject       string          `json:"subject,omitempty"`
+	Body          *MessageBody    `json:"body"`
+	Source        *MessageSource  `json:"source,omitempty"`
+	AttachmentIDs []string        `json:"attachment_ids,omitempty"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+}
+
+// SendResult is the stable result of message.send.
+type SendResult struct {
+	SubmissionState SubmissionState `json:"submission_state"`
+	ResourceID      string          `json:"resource_id"`
+	MessageID       string          `json:"message_id"`
+	ThreadID        string          `json:"thread_id"`
+	CommittedAt     time.Time       `json:"committed_at"`
+	VisibleSeq      string          `json:"visible_seq"`
+}
+
+// normalizedSend is the request with defaults fixed: the input of the fingerprint (RFC §5.1).
+type normalizedSend struct {
+	RecipientIDs  []string        `json:"recipient_ids"`
+	ThreadID      *string         `json:"thread_id"`
+	InReplyTo     *string         `json:"in_reply_to"`
+	Kind          string          `json:"kind"`
+	Subject       string          `json:"subject"`
+	Body          MessageBody     `json:"body"`
+	Source        MessageSource   `json:"source"`
+	AttachmentIDs []string        `json:"attachment_ids"`
+	Metadata      json.RawMessage `json:"metadata"`
+}
+
+// sendFixed is what a reservation fixes besides the fingerprint: resolved thread and recipients.
+type sendFixed struct {
+	ThreadID     string   `json:"thread_id"`
+	RecipientIDs []string `json:"recipient_ids"`
+}
+
+func (s *Service) checkMetadata(field string, raw json.RawMessage, max int) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, Errorf(CodeInvalidRequest, "%s must be a JSON object", field).WithDetails("field", field)
+	}
+	canon, err := canonicalJSON(raw)
+	if err != nil {
+		return nil, Errorf(CodeInvalidRequest, "%s is not valid I-JSON", field).WithDetails("field", field)
+	}
+	if len(canon) > max {
+		return nil, Errorf(CodeResourceLimit, "%s is larger than %d bytes in JCS form", field, max).WithDetails("field", field, "limit", max)
+	}
+	if depth(obj) > 8 {
+		return nil, Errorf(CodeResourceLimit, "%s is nested deeper than 8 levels", field).WithDetails("field", field, "limit", 8)
+	}
+	return canon, nil
+}
+
+func depth(v any) int {
+	switch t := v.(type) {
+	case map[string]any:
+		d := 0
+		for _, e := range t {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	case []any:
+		d := 0
+		for _, e := range t {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	default:
+		return 0
+	}
+}
+
+// validateSend checks the request against the rules and limits and returns its normalized form.
+func (s *Service) validateSend(p *Principal, req SendRequest, defaultRecipient string) (normalizedSend, error) {
+	var n normalizedSend
+	if err := checkRequestID(req.RequestID); err != nil {
+		return n, err
+	}
+	if req.Body == nil {
+		return n, Errorf(CodeInvalidRequest, "body is required").WithDetails("field", "body")
+	}
+	if !utf8.ValidString(req.Body.Text) || !utf8.ValidString(req.Subject) {
+		return n, Errorf(CodeInvalidRequest, "subject and body.text must be UTF-8")
+	}
+	if len(req.Subject) > s.limits.MaxSubjectBytes {
+		return n, Errorf(CodeResourceLimit, "subject is longer than %d bytes", s.limits.MaxSubjectBytes).WithDetails("field", "subject", "limit", s.limits.MaxSubjectBytes)
+	}
+	if len(req.Body.Text) > s.limits.MaxBodyTextBytes {
+		return n, Errorf(CodeResourceLimit, "body.text is longer than %d bytes", s.limits.MaxBodyTextBytes).WithDetails("field", "body.text", "limit", s.limits.MaxBodyTextBytes)
+	}
+	n.Kind = req.Kind
+	if n.Kind == "" {
+		n.Kind = "message"
+	}
+	if !kindPattern.MatchString(n.Kind) {
+		return n, Errorf(CodeInvalidRequest, "kind must match [a-z][a-z0-9_.-]{0,63}").WithDetails("field", "kind")
+	}
+	for _, id := range req.RecipientIDs {
+		if err := checkID("recipient_ids", id); err != nil {
+			return n, err
+		}
+	}
+	for _, id := range req.AttachmentIDs {
+		if err := checkID("attachment_ids", id); err != nil {
+			return n, err
+		}
+	}
+	for field, v := range map[string]*string{"thread_id": req.ThreadID, "in_reply_to": req.InReplyTo} {
+		if v != nil {
+			if err := checkID(field, *v); err != nil {
+				return n, err
+			}
+		}
+	}
+	if req.InReplyTo != nil && len(req.RecipientIDs) == 0 {
+		return n, Errorf(CodeInvalidRequest, "a reply must name its recipients explicitly").WithDetails("field", "recipient_ids")
+	}
+	n.RecipientIDs = normalizeSet(req.RecipientIDs)
+	if len(n.RecipientIDs) == 0 {
+		n.RecipientIDs = []string{defaultRecipient}
+	}
+	if len(n.RecipientIDs) > s.limits.MaxRecipients {
+		return n, Errorf(CodeResourceLimit, "more than %d recipients", s.limits.MaxRecipients).WithDetails("field", "recipient_ids", "limit", s.limits.MaxRecipients)
+	}
+	n.AttachmentIDs = slices.Clone(req.AttachmentIDs)
+	if n.AttachmentIDs == nil {
+		n.AttachmentIDs = []string{}
+	}
+	if len(n.AttachmentIDs) > s.limits.MaxAttachments {
+		return n, Errorf(CodeResourceLimit, "more than %d attachments", s.limits.MaxAttachments).WithDetails("field", "attachment_ids", "limit", s.limits.MaxAttachments)
+	}
+	if req.Source != nil {
+		if len(req.Source.NativeThreadID) > 256 || len(req.Source.NativeMessageID) > 256 {
+			return n, Errorf(CodeInvalidRequest, "source fields are limited to 256 bytes")
+		}
+		n.Source = *req.Source
+	}
+	md, err := s.checkMetadata("metadata", req.Metadata, s.limits.MaxMetadataBytes)
+	if err != nil {
+		return n, err
+	}
+	n.Metadata = md
+	n.ThreadID, n.InReplyTo, n.Subject, n.Body = req.ThreadID, req.InReplyTo, req.Subject, *req.Body
+	return n, nil
+}
+
+// SendMessage publishes a message (RFC §6, §7.2): validate and authorize, reserve the idempotency key with
+// a stable message ID, write the immutable body, then commit the message record, inbox entries and feed
+// item in one transaction that allocates visible_seq and re-checks the authorization generation.
+func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest) (SendResult, error) {
+	if err := requireScope(p, ScopeMessageSend); err != nil {
+		return SendResult{}, err
+	}
+	sp, err := s.space(ctx, p.SpaceID)
+	if err != nil {
+		return SendResult{}, err
+	}
+	n, err := s.validateSend(p, req, sp.DefaultRecipientID)
+	if err != nil {
+		return SendResult{}, err
+	}
+	fp, err := Fingerprint(n)
+	if err != nil {
+		return SendResult{}, Errorf(CodeInvalidRequest, "the request cannot be canonicalized")
+	}
+	key := keySubmission(p.SpaceID, p.ActorID, OpMessageSend, req.RequestID)
+	sub, found, err := s.reserveSend(ctx, p, key, req.RequestID, fp, n)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if found && sub.State == StateCommitted {
+		return decodeResult[SendResult](replay(sub, fp))
+	}
+	if found && sub.State == StateFailed {
+		_, err := replay(sub, fp)
+		return SendResult{}, err
+	}
+	return s.completeSend(ctx, p, key, sub, n)
+}
+
+// reserveSend returns the existing submission for the key (found) or reserves a new one (RFC §7.2 step 2).
+// Precondition failures (recipients, reply target, attachments) happen before reservation and do not use
+// up the key.
+func (s *Service) reserveSend(ctx context.Context, p *Principal, key port.Key, requestID, fp string, n normalizedSend) (Submission, bool, error) {
+	for attempt := 0; attempt < s.retries; attempt++ {
+		sub, _, found, err := getRecord[Submission](ctx, s.store, key)
+		if err != nil {
+			return sub, false, err
+		}
+		if found {
+			if sub.Fingerprint != fp {
+				_, err := replay(sub, fp)
+				return sub, true, err
+			}
+			return sub, true, nil
+		}
+		fixed, err := s.sendPreconditions(ctx, p, n)
+		if err != nil {
+			return sub, false, err
+		}
+		sub = Submission{Operation: OpMessageSend, RequestID: requestID, Fingerprint: fp, ResourceID: s.ids.NewID("msg"),
+			State: StateReserved, ReservedAt: s.clock.Now().UTC(), Fixed: encode(fixed)}
+		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
+			return []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists())}, nil
+		}})
+		if err == nil {
+			return sub, false, nil
+		}
+		if _, ok := port.FailedOp(err); !ok {
+			return sub, false, fmt.Errorf("reserving %s: %w", OpMessageSend, err)
+		}
+	}
+	return Submission{}, false, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normalizedSend) (sendFixed, error) {
+	fixed := sendFixed{RecipientIDs: n.RecipientIDs}
+	for _, r := range n.RecipientIDs {
+		a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(p.SpaceID, r))
+		if err != nil {
+			return fixed, err
+		}
+		if !found || a.Revoked {
+			return fixed, Errorf(CodeNotFound, "no such recipient").WithDetails("recipient_id", r)
+		}
+	}
+	if n.InReplyTo != nil {
+		orig, err := s.visibleMessage(ctx, p, *n.InReplyTo)
+		if err != nil {
+			return fixed, err
+		}
+		if n.ThreadID != nil && *n.ThreadID != orig.ThreadID {
+			return fixed, Errorf(CodeInvalidRequest, "thread_id differs from the thread of in_reply_to").WithDetails("field", "thread_id")
+		}
+		fixed.ThreadID = orig.ThreadID
+	} else if n.ThreadID != nil {
+		fixed.ThreadID = *n.ThreadID
+	} else {
+		fixed.ThreadID = s.ids.NewID("thr")
+	}
+	if len(n.AttachmentIDs) > 0 {
+		// Blob upload (M1) is not built yet: no blob can be sealed, so no attachment can be referenced.
+		return fixed, Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", n.AttachmentIDs[0])
+	}
+	return fixed, nil
+}
+
+// completeSend writes the body (prepare) and commits, resuming from whatever state a previous attempt left.
+func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, sub Submission, n normalizedSend) (SendResult, error) {
+	var fixed sendFixed
+	if err := json.Unmarshal(sub.Fixed, &fixed); err != nil {
+		return SendResult{}, fmt.Errorf("decoding reservation: %w", err)
+	}
+	msgID := sub.ResourceID
+	if sub.State == StateReserved {
+		body := encode(n.Body)
+		sum := sha256.Sum256(body)
+		_, err := s.blobs.Put(ctx, messageBodyKey(p.SpaceID, msgID), int64(len(body)), hex.EncodeToString(sum[:]), bytes.NewReader(body))
+		if err != nil && !errors.Is(err, port.ErrBlobExists) {
+			return SendResult{}, fmt.Errorf("writing message body: %w", err)
+		}
+		// An existing object under the service-controlled key was written by an earlier attempt of this
+		// same submission (the key embeds the message ID fixed at reservation), with the same content.
+		prepared := sub
+		prepared.State = StatePrepared
+		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
+			return []port.Op{port.Put(item(key, prepared, attrState, string(StatePrepared)), port.AttrEquals(attrState, string(StateReserved)))}, nil
+		}})
+		if err != nil {
+			if _, ok := port.FailedOp(err); !ok {
+				return SendResult{}, fmt.Errorf("marking prepared: %w", err)
+			}
+			// A concurrent attempt moved it on; fall through to the commit, which checks the state.
+		}
+	}
+	for attempt := 0; attempt < s.retries; attempt++ {
+		now := s.clock.Now().UTC()
+		var result SendResult
+		var published port.Published
+		seqKey := keySeq(p.SpaceID)
+		_, err := s.store.Commit(ctx, port.Tx{Counter: &seqKey, Count: 1, Max: uint64(s.limits.VisibleSeqMax),
+			Build: func(seq uint64) ([]port.Op, error) {
+				vs := strconv.FormatUint(seq, 10)
+				result = SendResult{SubmissionState: StateCommitted, ResourceID: msgID, MessageID: msgID, ThreadID: fixed.ThreadID, CommittedAt: now, VisibleSeq: vs}
+				committed := sub
+				committed.State, committed.Result = StateCommitted, encode(result)
+				msg := Message{MessageID: msgID, SpaceID: p.SpaceID, ProducerID: p.ActorID, ThreadID: fixed.ThreadID, InReplyTo: n.InReplyTo,
+					Kind: n.Kind, Subject: n.Subject, Source: n.Source, RecipientIDs: fixed.RecipientIDs,
+					AttachmentIDs: n.AttachmentIDs, Metadata: n.Metadata, CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: vs}
+				thread := fixed.ThreadID
+				fi := FeedItem{ItemID: newItemID(seq, msgID), SpaceID: p.SpaceID, VisibleSeq: vs, ItemType: ItemMessage,
+					ResourceID: msgID, ResourceVersion: 1, ProducerID: p.ActorID, RecipientIDs: fixed.RecipientIDs,
+					ThreadID: &thread, CommittedAt: now,
+					Data: encode(MessageItemData{MessageID: msgID, Kind: n.Kind, Subject: n.Subject, InReplyTo: n.InReplyTo, AttachmentCount: len(n.AttachmentIDs)})}
+				published = port.Published{SpaceID: p.SpaceID, VisibleSeq: seq, ItemID: fi.ItemID}
+				ops := []port.Op{
+					port.Put(item(key, committed, attrState, string(StateCommitted)), port.AttrEquals(attrState, string(StatePrepared))),
+					genCheck(p),
+					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
+					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()),
+				}
+				fiData := encode(fi)
+				for _, r := range fixed.RecipientIDs {
+					ops = append(ops, port.Put(port.Item{Key: keyInbox(p.SpaceID, r, seq), Data: fiData}, port.NotExists()))
+				}
+				return ops, nil
+			}})
+		if err == nil {
+			s.notify(ctx, []port.Published{published})
+			return result, nil
+		}
+		if errors.Is(err, port.ErrCounterExhausted) {
+			return SendResult{}, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+		}
+		idx, ok := port.FailedOp(err)
+		if !ok {
+			return SendResult{}, fmt.Errorf("committing %s: %w", OpMessageSend, err)
+		}
+		switch idx {
+		case 0: // not prepared: committed by a concurrent retry, or still reserved
+			cur, _, _, gerr := getRecord[Submission](ctx, s.store, key)
+			if gerr != nil {
+				return SendResult{}, gerr
+			}
+			switch cur.State {
+			case StateCommitted:
+				return decodeResult[SendResult](cur.Result, nil)
+			case StateFailed:
+				_, rerr := replay(cur, cur.Fingerprint)
+				return SendResult{}, rerr
+			case StateReserved:
+				return SendResult{}, Errorf(CodeSubmissionPending, "the same request is still in flight").WithDetails("resource_id", msgID)
+			}
+		case 1: // authorization changed since authentication: re-check before anything commits
+			fresh, aerr := s.refresh(ctx, p)
+			if aerr != nil {
+				return SendResult{}, aerr
+			}
+			if err := requireScope(fresh, ScopeMessageSend); err != nil {
+				return SendResult{}, err
+			}
+			p = fresh
+		default:
+			return SendResult{}, fmt.Errorf("committing %s: unexpected condition failure: %w", OpMessageSend, err)
+		}
+	}
+	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// newItemID makes a feed item ID that embeds its sequence number so the service can find the item; clients
+// must treat it as opaque.
+func newItemID(seq uint64, resourceID string) string {
+	sum := sha256.Sum256([]byte(resourceID + "#" + strconv.FormatUint(seq, 10)))
+	return "it_" + strconv.FormatUint(seq, 36) + "_" + hex.EncodeToString(sum[:8])
+}
+
+func parseItemID(id string) (uint64, bool) {
+	if len(id) < 6 || id[:3] != "it_" {
+		return 0, false
+	}
+	rest := id[3:]
+	i := bytes.IndexByte([]byte(rest), '_')
+	if i <= 0 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(rest[:i], 36, 64)
+	return seq, err == nil && seq > 0
+}

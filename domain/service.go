@@ -1,0 +1,158 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// Config configures a Service.
+type Config struct {
+	Store    port.ItemStore
+	Blobs    port.BlobStore
+	Clock    port.Clock
+	IDs      port.IDSource
+	Notifier port.Notifier // optional
+	Logger   *slog.Logger  // optional
+	// CursorKey authenticates cursors (HMAC-SHA256); at least 32 bytes, stable across restarts.
+	CursorKey []byte
+	// Limits are the published limits; zero value means DefaultLimits.
+	Limits *Limits
+	// Capabilities are the published optional capabilities (required ones are set by the service).
+	Capabilities Capabilities
+	// AppVersion is the application version published by describe.
+	AppVersion string
+	// CommitRetries bounds optimistic retries of one commit (default 8).
+	CommitRetries int
+}
+
+// Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
+type Service struct {
+	store    port.ItemStore
+	blobs    port.BlobStore
+	clock    port.Clock
+	ids      port.IDSource
+	notifier port.Notifier
+	log      *slog.Logger
+	cursors  cursorCodec
+	limits   Limits
+	caps     Capabilities
+	version  string
+	retries  int
+}
+
+// New returns a Service over the given ports.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Blobs == nil || cfg.Clock == nil || cfg.IDs == nil {
+		return nil, fmt.Errorf("domain: store, blobs, clock and ids are required")
+	}
+	if len(cfg.CursorKey) < 32 {
+		return nil, fmt.Errorf("domain: cursor key must have at least 32 bytes")
+	}
+	s := &Service{
+		store: cfg.Store, blobs: cfg.Blobs, clock: cfg.Clock, ids: cfg.IDs, notifier: cfg.Notifier,
+		log: cfg.Logger, cursors: cursorCodec{key: append([]byte(nil), cfg.CursorKey...)},
+		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries,
+	}
+	if cfg.Limits != nil {
+		s.limits = *cfg.Limits
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.retries <= 0 {
+		s.retries = 8
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	s.caps.Mailbox, s.caps.Receipts = true, true
+	// An ack of n items writes at most 3n+4 ops; publish no more items than the store can commit at once.
+	if maxAck := (cfg.Store.MaxOps() - 4) / 3; s.limits.AckItemsMax > maxAck {
+		s.limits.AckItemsMax = maxAck
+	}
+	// A send writes 5 ops plus one inbox entry per recipient.
+	if maxRcpt := cfg.Store.MaxOps() - 5; s.limits.MaxRecipients > maxRcpt {
+		s.limits.MaxRecipients = maxRcpt
+	}
+	return s, nil
+}
+
+// Limits returns the published limits.
+func (s *Service) Limits() Limits { return s.limits }
+
+func (s *Service) notify(ctx context.Context, items []port.Published) {
+	if s.notifier != nil && len(items) > 0 {
+		s.notifier.Notify(ctx, items)
+	}
+}
+
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("domain: encoding %T: %v", v, err)) // only plain structs are encoded
+	}
+	return b
+}
+
+func decodeItem[T any](it port.Item) (T, error) {
+	var v T
+	if err := json.Unmarshal(it.Data, &v); err != nil {
+		return v, fmt.Errorf("decoding %s: %w", it.Key, err)
+	}
+	return v, nil
+}
+
+// getRecord reads and decodes one record; found is false when absent.
+func getRecord[T any](ctx context.Context, st port.ItemStore, key port.Key) (T, port.Item, bool, error) {
+	var zero T
+	it, found, err := st.Get(ctx, key)
+	if err != nil {
+		return zero, it, false, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if !found {
+		return zero, it, false, nil
+	}
+	v, err := decodeItem[T](it)
+	return v, it, err == nil, err
+}
+
+func item(key port.Key, v any, attrs ...string) port.Item {
+	it := port.Item{Key: key, Data: encode(v)}
+	if len(attrs) > 0 {
+		it.Attrs = map[string]string{}
+		for i := 0; i+1 < len(attrs); i += 2 {
+			it.Attrs[attrs[i]] = attrs[i+1]
+		}
+	}
+	return it
+}
+
+func genOf(it port.Item) int64 {
+	n, _ := strconv.ParseInt(it.Attr(attrGen), 10, 64)
+	return n
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// head returns the last allocated visible_seq of a space (0 when nothing was published).
+func (s *Service) head(ctx context.Context, space string) (uint64, error) {
+	it, found, err := s.store.Get(ctx, keySeq(space))
+	if err != nil {
+		return 0, fmt.Errorf("reading head: %w", err)
+	}
+	if !found {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(it.Attr(port.CounterAttr), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing head: %w", err)
+	}
+	return n, nil
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,49 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// StatusResult is the result of status (RFC §11.2).
+type StatusResult struct {
+	Operation       string          `json:"operation"`
+	RequestID       string          `json:"request_id"`
+	SubmissionState SubmissionState `json:"submission_state"`
+	ResourceID      string          `json:"resource_id,omitempty"`
+	Result          json.RawMessage `json:"result,omitempty"`
+	Error           *WireError      `json:"error,omitempty"`
+}
+
+// StatusOperations are the write operations whose submissions status can report.
+func StatusOperations() []string { return []string{OpMessageSend, OpInboxAck} }
+
+// Status reports the state of the caller's own submission. An unknown request ID is NOT_FOUND, which is
+// not proof that nothing happened elsewhere.
+func (s *Service) Status(ctx context.Context, p *Principal, operation, requestID string) (StatusResult, error) {
+	known := false
+	for _, op := range StatusOperations() {
+		known = known || op == operation
+	}
+	if !known {
+		return StatusResult{}, Errorf(CodeInvalidRequest, "operation must be one of the write operations").WithDetails("field", "operation")
+	}
+	if err := checkRequestID(requestID); err != nil {
+		return StatusResult{}, err
+	}
+	sub, _, found, err := getRecord[Submission](ctx, s.store, keySubmission(p.SpaceID, p.ActorID, operation, requestID))
+	if err != nil {
+		return StatusResult{}, err
+	}
+	if !found {
+		return StatusResult{}, Errorf(CodeNotFound, "no submission with this operation and request_id for this caller")
+	}
+	res := StatusResult{Operation: operation, RequestID: requestID, SubmissionState: sub.State, ResourceID: sub.ResourceID}
+	switch sub.State {
+	case StateCommitted:
+		res.Result = sub.Result
+	case StateFailed:
+		res.Error = sub.Error
+	}
+	return res, nil
+}

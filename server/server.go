@@ -1,0 +1,183 @@
+// Package server assembles the embedded Waypost deployment: the bbolt item store and file blob store in one
+// data directory, the domain service, the HTTP API, and the secrets it needs. `waypost serve` and the
+// end-to-end tests both use it.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/store/bolt"
+	"github.com/waypost/waypost/store/fsblob"
+)
+
+// Config configures an embedded server.
+type Config struct {
+	// Addr is the listen address (default 127.0.0.1:8787).
+	Addr string
+	// DataDir holds the database, blobs and generated secrets (default ./waypost-data).
+	DataDir string
+	// AdminSecret overrides the generated admin secret (WAYPOST_ADMIN_SECRET).
+	AdminSecret string
+	// NoSync turns fsync off (tests and benchmarks that say so only).
+	NoSync bool
+	// Logger receives structured logs.
+	Logger *slog.Logger
+	// Version is published by describe.
+	Version string
+}
+
+// Server is a running embedded deployment.
+type Server struct {
+	cfg             Config
+	store           *bolt.Store
+	svc             *domain.Service
+	api             *httpapi.API
+	http            *http.Server
+	listener        net.Listener
+	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
+}
+
+// Open opens (creating on first start) the data directory and builds the service, without listening.
+func Open(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8787"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "waypost-data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: creating data dir: %w", err)
+	}
+	s := &Server{cfg: cfg}
+	admin := cfg.AdminSecret
+	if admin == "" {
+		var err error
+		s.AdminSecretPath = filepath.Join(cfg.DataDir, "admin-secret")
+		if admin, err = loadOrCreateSecret(s.AdminSecretPath, "wpa_"); err != nil {
+			return nil, err
+		}
+	}
+	cursorKey, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "cursor-key"), "")
+	if err != nil {
+		return nil, err
+	}
+	st, err := bolt.Open(filepath.Join(cfg.DataDir, "waypost.db"), bolt.Options{NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("server: opening store: %w", err)
+	}
+	blobs, err := fsblob.New(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: opening blob store: %w", err)
+	}
+	ids := platform.IDs{}
+	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
+		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.store, s.svc, s.api = st, svc, api
+	return s, nil
+}
+
+// loadOrCreateSecret reads a secret file, or creates it with 32 random bytes (mode 0600).
+func loadOrCreateSecret(path, prefix string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("server: reading %s: %w", path, err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("server: generating secret: %w", err)
+	}
+	secret := prefix + base64.RawURLEncoding.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("server: creating %s: %w", path, err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("server: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("server: syncing %s: %w", path, err)
+	}
+	return secret, f.Close()
+}
+
+// Service returns the domain service.
+func (s *Server) Service() *domain.Service { return s.svc }
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.api }
+
+// Listen binds the configured address.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: listening on %s: %w", s.cfg.Addr, err)
+	}
+	s.listener = ln
+	return nil
+}
+
+// Addr is the bound address (after Listen).
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return s.cfg.Addr
+	}
+	return s.listener.Addr().String()
+}
+
+// Serve serves HTTP until ctx ends, then shuts down gracefully (in-flight requests get up to 10 s).
+func (s *Server) Serve(ctx context.Context) error {
+	if s.listener == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.listener) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		return fmt.Errorf("server: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Close releases the store.
+func (s *Server) Close() error { return s.store.Close() }
