@@ -149,3 +149,13 @@ func requireScope(p *Principal, sc Scope) error {
 	}
 	return nil
 }
+
+// hasBlobGrant reports whether the actor holds blob.reference for the blob.
+func (p *Principal) hasBlobGrant(blobID string) bool {
+	for _, g := range p.Grants {
+		if g.Permission == PermBlobReference && g.BlobID == blobID {
+			return true
+		}
+	}
+	return false
+}

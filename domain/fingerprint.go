@@ -1,31 +1,24 @@
 package domain
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
-	"github.com/gowebpki/jcs"
+	"github.com/waypost/waypost/codec/jcsfp"
 )
 
-// Fingerprint is the lowercase hex SHA-256 of the RFC 8785 (JCS) form of v's JSON (RFC §5.1).
+// Fingerprint is the lowercase hex SHA-256 of the RFC 8785 (JCS) form of v's JSON (RFC §5.1). Numbers
+// outside I-JSON (integers beyond 2^53-1, non-finite) are rejected.
 func Fingerprint(v any) (string, error) {
-	raw, err := json.Marshal(v)
+	fp, err := jcsfp.Fingerprint(v)
 	if err != nil {
-		return "", fmt.Errorf("fingerprint: marshal: %w", err)
+		return "", fmt.Errorf("fingerprint: %w", err)
 	}
-	canon, err := jcs.Transform(raw)
-	if err != nil {
-		return "", fmt.Errorf("fingerprint: canonicalize: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return fp, nil
 }
 
-// canonicalJSON returns the JCS form of raw JSON.
+// canonicalJSON returns the JCS form of raw JSON, rejecting numbers outside I-JSON.
 func canonicalJSON(raw []byte) ([]byte, error) {
-	out, err := jcs.Transform(raw)
+	out, err := jcsfp.Canonical(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize: %w", err)
 	}

@@ -27,3 +27,14 @@ func checkRequestID(s string) error {
 	}
 	return nil
 }
+
+// checkPageLimit: below 1 is a malformed request; above the published maximum is a limit (SUPPLEMENT §5.3).
+func checkPageLimit(limit, max int) error {
+	if limit < 1 {
+		return Errorf(CodeInvalidRequest, "limit must be at least 1").WithDetails("field", "limit")
+	}
+	if limit > max {
+		return Errorf(CodeResourceLimit, "limit is above the published maximum %d", max).WithDetails("field", "limit", "limit", max)
+	}
+	return nil
+}

@@ -104,12 +104,22 @@ func (s *Service) cursorAt(fs feedScope, pos uint64) string {
 	return s.cursors.encode(b)
 }
 
-// partition is the feed partition a consumer's view reads: its actor's inbox, or the space feed.
-func (fs feedScope) partition() string {
+// partitions are the feed partitions a consumer's view reads: the space feed for space_log; for inbox,
+// its actor's inbox plus the feed of every collection it may read.
+func (fs feedScope) partitions() []string {
+	p := fs.p
 	if fs.consumer.View == ViewSpaceLog {
-		return pkFeed(fs.p.SpaceID)
+		return []string{pkFeed(p.SpaceID)}
 	}
-	return pkInbox(fs.p.SpaceID, fs.p.ActorID)
+	out := []string{pkInbox(p.SpaceID, p.ActorID)}
+	if p.HasScope(ScopeMemoryRead) {
+		for _, g := range p.Grants {
+			if g.Permission == PermMemoryRead && !slices.Contains(out, pkCollectionFeed(p.SpaceID, g.CollectionID)) {
+				out = append(out, pkCollectionFeed(p.SpaceID, g.CollectionID))
+			}
+		}
+	}
+	return out
 }
 
 // visible reports whether an item is in the intersection of space, rights, view and filter (RFC §8.1).
@@ -164,8 +174,8 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	if limit == 0 {
 		limit = s.limits.InboxPageDefault
 	}
-	if limit < 1 || limit > s.limits.InboxPageMax {
-		return Page{}, Errorf(CodeInvalidRequest, "limit must be between 1 and %d", s.limits.InboxPageMax).WithDetails("field", "limit")
+	if err := checkPageLimit(limit, s.limits.InboxPageMax); err != nil {
+		return Page{}, err
 	}
 	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeMessageRead)
 	if err != nil {
@@ -197,43 +207,87 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 		page.NextCursor = s.cursorAt(fs, pos)
 		return page, nil
 	}
+	m := newMerger(s, fs.partitions(), pos, head, min(limit+1, 200))
 	budget := limit * scanBudgetFactor
 	scanned := pos
-	for budget > 0 {
-		items, err := s.store.Query(ctx, port.Query{PK: fs.partition(), After: seqSK(scanned), UpTo: seqSK(head), Limit: min(budget, limit+1)})
+	for ; budget > 0; budget-- {
+		it, ok, err := m.next(ctx)
 		if err != nil {
 			return Page{}, fmt.Errorf("reading feed: %w", err)
 		}
-		for _, it := range items {
-			seq, err := parseSeqSK(it.SK)
-			if err != nil {
-				return Page{}, fmt.Errorf("feed key %s: %w", it.Key, err)
-			}
-			fi, err := decodeItem[FeedItem](it)
-			if err != nil {
-				return Page{}, err
-			}
-			budget--
-			if !fs.visible(fi, true) {
-				scanned = seq
-				continue
-			}
+		if !ok {
+			page.NextCursor = s.cursorAt(fs, head) // everything up to the head was returned or is invisible
+			return page, nil
+		}
+		seq, err := parseSeqSK(it.SK)
+		if err != nil {
+			return Page{}, fmt.Errorf("feed key %s: %w", it.Key, err)
+		}
+		fi, err := decodeItem[FeedItem](it)
+		if err != nil {
+			return Page{}, err
+		}
+		if fs.visible(fi, true) {
 			if len(page.Items) == limit {
 				page.HasMore = true
 				page.NextCursor = s.cursorAt(fs, scanned)
 				return page, nil
 			}
 			page.Items = append(page.Items, fi)
-			scanned = seq
 		}
-		if len(items) == 0 || scanned >= head {
-			page.NextCursor = s.cursorAt(fs, head)
-			return page, nil
-		}
+		scanned = seq
 	}
 	page.HasMore = true
 	page.NextCursor = s.cursorAt(fs, scanned)
 	return page, nil
+}
+
+// merger yields the items of several feed partitions in one ascending sequence, within (pos, head].
+type merger struct {
+	s       *Service
+	streams []*feedStream
+	head    string
+	chunk   int
+}
+
+type feedStream struct {
+	pk    string
+	after string
+	buf   []port.Item
+	done  bool
+}
+
+func newMerger(s *Service, pks []string, pos, head uint64, chunk int) *merger {
+	m := &merger{s: s, head: seqSK(head), chunk: chunk}
+	for _, pk := range pks {
+		m.streams = append(m.streams, &feedStream{pk: pk, after: seqSK(pos)})
+	}
+	return m
+}
+
+func (m *merger) next(ctx context.Context) (port.Item, bool, error) {
+	var best *feedStream
+	for _, st := range m.streams {
+		if len(st.buf) == 0 && !st.done {
+			items, err := m.s.store.Query(ctx, port.Query{PK: st.pk, After: st.after, UpTo: m.head, Limit: m.chunk})
+			if err != nil {
+				return port.Item{}, false, err
+			}
+			st.buf, st.done = items, len(items) < m.chunk
+			if len(items) > 0 {
+				st.after = items[len(items)-1].SK
+			}
+		}
+		if len(st.buf) > 0 && (best == nil || st.buf[0].SK < best.buf[0].SK) {
+			best = st
+		}
+	}
+	if best == nil {
+		return port.Item{}, false, nil
+	}
+	it := best.buf[0]
+	best.buf = best.buf[1:]
+	return it, true, nil
 }
 
 // checkpoint returns the stored checkpoint cursor of the consumer's current view and rights.

@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -72,4 +73,40 @@ const (
 
 func messageBodyKey(space, msg string) string {
 	return "spaces/" + space + "/messages/" + msg + "/body.json"
+}
+
+func keyBlob(space, blob string) port.Key {
+	return port.Key{PK: "BL#" + space + "#" + blob, SK: "BLOB"}
+}
+func keyUpload(space, upload string) port.Key {
+	return port.Key{PK: "SP#" + space, SK: "UPL#" + upload}
+}
+func pkBlobRefs(space, blob string) string { return "BR#" + space + "#" + blob }
+func keyBlobRef(space, blob, ref string) port.Key {
+	return port.Key{PK: pkBlobRefs(space, blob), SK: ref}
+}
+
+// pkUploadExpiry is the partition of unsealed uploads ordered by expiry, worked by the sweeper.
+const pkUploadExpiry = "UX"
+
+func keyUploadExpiry(expires time.Time, space, upload string) port.Key {
+	return port.Key{PK: pkUploadExpiry, SK: expires.UTC().Format("20060102T150405.000000000Z") + "#" + space + "#" + upload}
+}
+
+func blobObjectKey(space, blob string) string { return "spaces/" + space + "/blobs/" + blob }
+
+func pkRevisions(space, coll string) string { return "MR#" + space + "#" + coll }
+func keyRevision(space, coll string, rev int64) port.Key {
+	return port.Key{PK: pkRevisions(space, coll), SK: fmt.Sprintf("%020d", rev)}
+}
+
+// pkCollectionFeed holds a copy of each memory_revision feed item of a collection, so that inbox views of
+// its readers merge it with their inbox partition (reads grow with the items returned).
+func pkCollectionFeed(space, coll string) string { return "MC#" + space + "#" + coll }
+func keyCollectionFeed(space, coll string, seq uint64) port.Key {
+	return port.Key{PK: pkCollectionFeed(space, coll), SK: seqSK(seq)}
+}
+
+func memoryStateKey(space, coll string, rev int64, attempt string) string {
+	return fmt.Sprintf("spaces/%s/collections/%s/states/%020d-%s.json", space, coll, rev, attempt)
 }

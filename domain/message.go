@@ -10,23 +10,23 @@ import (
 
 // visibleMessage returns a message record if the principal may see it: its producer, one of its
 // recipients, or an observer of the space. Anything else is NOT_FOUND, indistinguishable from absent.
-func (s *Service) visibleMessage(ctx context.Context, p *Principal, messageID string) (Message, error) {
+func (s *Service) visibleMessage(ctx context.Context, p *Principal, messageID string) (storedMessage, error) {
 	notFound := Errorf(CodeNotFound, "no such message").WithDetails("message_id", messageID)
 	if !ValidID(messageID) {
-		return Message{}, notFound
+		return storedMessage{}, notFound
 	}
-	m, _, found, err := getRecord[Message](ctx, s.store, keyMessage(p.SpaceID, messageID))
+	m, _, found, err := getRecord[storedMessage](ctx, s.store, keyMessage(p.SpaceID, messageID))
 	if err != nil {
-		return Message{}, err
+		return storedMessage{}, err
 	}
 	if !found {
-		return Message{}, notFound
+		return storedMessage{}, notFound
 	}
 	if m.ProducerID == p.ActorID || p.CanObserve() ||
 		(p.HasScope(ScopeMessageRead) && slices.Contains(m.RecipientIDs, p.ActorID)) {
 		return m, nil
 	}
-	return Message{}, notFound
+	return storedMessage{}, notFound
 }
 
 // GetMessage returns a published message with its body (message.get).
@@ -34,6 +34,9 @@ func (s *Service) GetMessage(ctx context.Context, p *Principal, messageID string
 	m, err := s.visibleMessage(ctx, p, messageID)
 	if err != nil {
 		return Message{}, err
+	}
+	if m.Inline {
+		return m.Message, nil
 	}
 	rc, _, err := s.blobs.Get(ctx, messageBodyKey(p.SpaceID, m.MessageID))
 	if err != nil {
@@ -47,5 +50,5 @@ func (s *Service) GetMessage(ctx context.Context, p *Principal, messageID string
 	if err := json.Unmarshal(raw, &m.Body); err != nil {
 		return Message{}, fmt.Errorf("decoding body of %s: %w", m.MessageID, err)
 	}
-	return m, nil
+	return m.Message, nil
 }

@@ -176,9 +176,16 @@ func (s *Service) validateSend(p *Principal, req SendRequest, defaultRecipient s
 	return n, nil
 }
 
-// SendMessage publishes a message (RFC §6, §7.2): validate and authorize, reserve the idempotency key with
-// a stable message ID, write the immutable body, then commit the message record, inbox entries and feed
-// item in one transaction that allocates visible_seq and re-checks the authorization generation.
+// SendMessage publishes a message (RFC §6, §7.2). The request is validated and authorized, then:
+//
+//   - a body of at most InlineBodyMax bytes is committed in ONE transaction with everything else: the
+//     submission record (guarded by NotExists, so concurrent identical requests produce one message), the
+//     authorization generation check, the message record with its body, the feed item, one inbox entry per
+//     recipient, and the visible_seq allocation. There is nothing to prepare outside the transaction, so the
+//     reservation and the commit coincide;
+//   - a larger body takes the full path: reserve the idempotency key with a stable message ID, write the
+//     immutable body object (create-only), then commit the same transaction guarded by the reservation.
+//     "prepared" is the reserved state with the body object present.
 func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest) (SendResult, error) {
 	if err := requireScope(p, ScopeMessageSend); err != nil {
 		return SendResult{}, err
@@ -196,53 +203,42 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 		return SendResult{}, Errorf(CodeInvalidRequest, "the request cannot be canonicalized")
 	}
 	key := keySubmission(p.SpaceID, p.ActorID, OpMessageSend, req.RequestID)
-	sub, found, err := s.reserveSend(ctx, p, key, req.RequestID, fp, n)
-	if err != nil {
-		return SendResult{}, err
-	}
-	if found && sub.State == StateCommitted {
-		return decodeResult[SendResult](replay(sub, fp))
-	}
-	if found && sub.State == StateFailed {
-		_, err := replay(sub, fp)
-		return SendResult{}, err
-	}
-	return s.completeSend(ctx, p, key, sub, n)
-}
-
-// reserveSend returns the existing submission for the key (found) or reserves a new one (RFC §7.2 step 2).
-// Precondition failures (recipients, reply target, attachments) happen before reservation and do not use
-// up the key.
-func (s *Service) reserveSend(ctx context.Context, p *Principal, key port.Key, requestID, fp string, n normalizedSend) (Submission, bool, error) {
+	inline := len(encode(n.Body)) <= s.inlineBodyMax
 	for attempt := 0; attempt < s.retries; attempt++ {
 		sub, _, found, err := getRecord[Submission](ctx, s.store, key)
 		if err != nil {
-			return sub, false, err
+			return SendResult{}, err
 		}
 		if found {
-			if sub.Fingerprint != fp {
-				_, err := replay(sub, fp)
-				return sub, true, err
+			if sub.Fingerprint != fp || sub.State == StateCommitted || sub.State == StateFailed {
+				return decodeResult[SendResult](replay(sub, fp))
 			}
-			return sub, true, nil
+			return s.completeSend(ctx, p, key, sub, n) // resume a reservation of the blob path
 		}
 		fixed, err := s.sendPreconditions(ctx, p, n)
 		if err != nil {
-			return sub, false, err
+			return SendResult{}, err
 		}
-		sub = Submission{Operation: OpMessageSend, RequestID: requestID, Fingerprint: fp, ResourceID: s.ids.NewID("msg"),
+		sub = Submission{Operation: OpMessageSend, RequestID: req.RequestID, Fingerprint: fp, ResourceID: s.ids.NewID("msg"),
 			State: StateReserved, ReservedAt: s.clock.Now().UTC(), Fixed: encode(fixed)}
+		if inline {
+			res, retry, err := s.commitSend(ctx, p, key, sub, fixed, n, true)
+			if retry {
+				continue // a concurrent identical request committed first: replay its result
+			}
+			return res, err
+		}
 		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
 			return []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists())}, nil
 		}})
 		if err == nil {
-			return sub, false, nil
+			return s.completeSend(ctx, p, key, sub, n)
 		}
 		if _, ok := port.FailedOp(err); !ok {
-			return sub, false, fmt.Errorf("reserving %s: %w", OpMessageSend, err)
+			return SendResult{}, fmt.Errorf("reserving %s: %w", OpMessageSend, err)
 		}
 	}
-	return Submission{}, false, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
 }
 
 func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normalizedSend) (sendFixed, error) {
@@ -270,40 +266,56 @@ func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normali
 	} else {
 		fixed.ThreadID = s.ids.NewID("thr")
 	}
-	if len(n.AttachmentIDs) > 0 {
-		// Blob upload (M1) is not built yet: no blob can be sealed, so no attachment can be referenced.
-		return fixed, Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", n.AttachmentIDs[0])
+	for _, id := range n.AttachmentIDs {
+		if _, err := s.referencableBlob(ctx, p, id); err != nil {
+			return fixed, err
+		}
 	}
 	return fixed, nil
 }
 
-// completeSend writes the body (prepare) and commits, resuming from whatever state a previous attempt left.
+// bodyObject is the immutable body object of the blob path and its SHA-256.
+func bodyObject(n normalizedSend) ([]byte, string) {
+	body := encode(n.Body)
+	sum := sha256.Sum256(body)
+	return body, hex.EncodeToString(sum[:])
+}
+
+// completeSend resumes a reservation of the blob path: write the body (prepare), then commit.
 func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, sub Submission, n normalizedSend) (SendResult, error) {
 	var fixed sendFixed
 	if err := json.Unmarshal(sub.Fixed, &fixed); err != nil {
 		return SendResult{}, fmt.Errorf("decoding reservation: %w", err)
 	}
+	body, sum := bodyObject(n)
+	if _, err := s.blobs.Put(ctx, messageBodyKey(p.SpaceID, sub.ResourceID), int64(len(body)), sum, bytes.NewReader(body)); err != nil && !errors.Is(err, port.ErrBlobExists) {
+		return SendResult{}, fmt.Errorf("writing message body: %w", err)
+	}
+	// An existing object under the service-controlled key was written by an earlier attempt of this same
+	// submission (the key embeds the message ID fixed at reservation, and the fingerprint fixes the body).
+	for attempt := 0; attempt < s.retries; attempt++ {
+		res, retry, err := s.commitSend(ctx, p, key, sub, fixed, n, false)
+		if !retry {
+			return res, err
+		}
+		cur, _, _, gerr := getRecord[Submission](ctx, s.store, key)
+		if gerr != nil {
+			return SendResult{}, gerr
+		}
+		if cur.State != StateReserved {
+			return decodeResult[SendResult](replay(cur, cur.Fingerprint))
+		}
+	}
+	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// commitSend runs the publish transaction (RFC §7.2 step 4). retry is true when the submission op's
+// condition failed: another attempt of the same request committed (or reserved) first.
+func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, sub Submission, fixed sendFixed, n normalizedSend, inline bool) (SendResult, bool, error) {
 	msgID := sub.ResourceID
-	if sub.State == StateReserved {
-		body := encode(n.Body)
-		sum := sha256.Sum256(body)
-		_, err := s.blobs.Put(ctx, messageBodyKey(p.SpaceID, msgID), int64(len(body)), hex.EncodeToString(sum[:]), bytes.NewReader(body))
-		if err != nil && !errors.Is(err, port.ErrBlobExists) {
-			return SendResult{}, fmt.Errorf("writing message body: %w", err)
-		}
-		// An existing object under the service-controlled key was written by an earlier attempt of this
-		// same submission (the key embeds the message ID fixed at reservation), with the same content.
-		prepared := sub
-		prepared.State = StatePrepared
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(key, prepared, attrState, string(StatePrepared)), port.AttrEquals(attrState, string(StateReserved)))}, nil
-		}})
-		if err != nil {
-			if _, ok := port.FailedOp(err); !ok {
-				return SendResult{}, fmt.Errorf("marking prepared: %w", err)
-			}
-			// A concurrent attempt moved it on; fall through to the commit, which checks the state.
-		}
+	subCond := port.AttrEquals(attrState, string(StateReserved))
+	if inline {
+		subCond = port.NotExists()
 	}
 	for attempt := 0; attempt < s.retries; attempt++ {
 		now := s.clock.Now().UTC()
@@ -316,9 +328,12 @@ func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, 
 				result = SendResult{SubmissionState: StateCommitted, ResourceID: msgID, MessageID: msgID, ThreadID: fixed.ThreadID, CommittedAt: now, VisibleSeq: vs}
 				committed := sub
 				committed.State, committed.Result = StateCommitted, encode(result)
-				msg := Message{MessageID: msgID, SpaceID: p.SpaceID, ProducerID: p.ActorID, ThreadID: fixed.ThreadID, InReplyTo: n.InReplyTo,
+				msg := storedMessage{Message: Message{MessageID: msgID, SpaceID: p.SpaceID, ProducerID: p.ActorID, ThreadID: fixed.ThreadID, InReplyTo: n.InReplyTo,
 					Kind: n.Kind, Subject: n.Subject, Source: n.Source, RecipientIDs: fixed.RecipientIDs,
-					AttachmentIDs: n.AttachmentIDs, Metadata: n.Metadata, CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: vs}
+					AttachmentIDs: n.AttachmentIDs, Metadata: n.Metadata, CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: vs}, Inline: inline}
+				if inline {
+					msg.Body = n.Body
+				}
 				thread := fixed.ThreadID
 				fi := FeedItem{ItemID: newItemID(seq, msgID), SpaceID: p.SpaceID, VisibleSeq: vs, ItemType: ItemMessage,
 					ResourceID: msgID, ResourceVersion: 1, ProducerID: p.ActorID, RecipientIDs: fixed.RecipientIDs,
@@ -326,7 +341,7 @@ func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, 
 					Data: encode(MessageItemData{MessageID: msgID, Kind: n.Kind, Subject: n.Subject, InReplyTo: n.InReplyTo, AttachmentCount: len(n.AttachmentIDs)})}
 				published = port.Published{SpaceID: p.SpaceID, VisibleSeq: seq, ItemID: fi.ItemID}
 				ops := []port.Op{
-					port.Put(item(key, committed, attrState, string(StateCommitted)), port.AttrEquals(attrState, string(StatePrepared))),
+					port.Put(item(key, committed, attrState, string(StateCommitted)), subCond),
 					genCheck(p),
 					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
 					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()),
@@ -335,48 +350,47 @@ func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, 
 				for _, r := range fixed.RecipientIDs {
 					ops = append(ops, port.Put(port.Item{Key: keyInbox(p.SpaceID, r, seq), Data: fiData}, port.NotExists()))
 				}
+				for _, b := range n.AttachmentIDs {
+					// Sealed is final, so the seal checked before the commit still holds; the reference lets
+					// the message's readers read the blob.
+					ops = append(ops, port.Put(port.Item{Key: keyBlobRef(p.SpaceID, b, "msg#"+msgID)}, port.Cond{}))
+				}
 				return ops, nil
 			}})
 		if err == nil {
 			s.notify(ctx, []port.Published{published})
-			return result, nil
+			return result, false, nil
 		}
 		if errors.Is(err, port.ErrCounterExhausted) {
-			return SendResult{}, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+			return SendResult{}, false, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
 		}
 		idx, ok := port.FailedOp(err)
 		if !ok {
-			return SendResult{}, fmt.Errorf("committing %s: %w", OpMessageSend, err)
+			return SendResult{}, false, fmt.Errorf("committing %s: %w", OpMessageSend, err)
 		}
 		switch idx {
-		case 0: // not prepared: committed by a concurrent retry, or still reserved
-			cur, _, _, gerr := getRecord[Submission](ctx, s.store, key)
-			if gerr != nil {
-				return SendResult{}, gerr
-			}
-			switch cur.State {
-			case StateCommitted:
-				return decodeResult[SendResult](cur.Result, nil)
-			case StateFailed:
-				_, rerr := replay(cur, cur.Fingerprint)
-				return SendResult{}, rerr
-			case StateReserved:
-				return SendResult{}, Errorf(CodeSubmissionPending, "the same request is still in flight").WithDetails("resource_id", msgID)
-			}
+		case 0:
+			return SendResult{}, true, nil
 		case 1: // authorization changed since authentication: re-check before anything commits
 			fresh, aerr := s.refresh(ctx, p)
 			if aerr != nil {
-				return SendResult{}, aerr
+				return SendResult{}, false, aerr
 			}
 			if err := requireScope(fresh, ScopeMessageSend); err != nil {
-				return SendResult{}, err
+				return SendResult{}, false, err
 			}
 			p = fresh
 		default:
-			return SendResult{}, fmt.Errorf("committing %s: unexpected condition failure: %w", OpMessageSend, err)
+			return SendResult{}, false, fmt.Errorf("committing %s: unexpected condition failure: %w", OpMessageSend, err)
 		}
 	}
-	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+	return SendResult{}, false, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// storedMessage is the message record: the public message plus where its body lives.
+type storedMessage struct {
+	Message
+	Inline bool `json:"body_inline,omitempty"`
 }
 
 // newItemID makes a feed item ID that embeds its sequence number so the service can find the item; clients

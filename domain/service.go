@@ -17,7 +17,9 @@ type Config struct {
 	Clock    port.Clock
 	IDs      port.IDSource
 	Notifier port.Notifier // optional
-	Logger   *slog.Logger  // optional
+	// Watcher enables feed.wait (capability live_feed) when set.
+	Watcher port.FeedWatcher
+	Logger  *slog.Logger // optional
 	// CursorKey authenticates cursors (HMAC-SHA256); at least 32 bytes, stable across restarts.
 	CursorKey []byte
 	// Limits are the published limits; zero value means DefaultLimits.
@@ -26,23 +28,29 @@ type Config struct {
 	Capabilities Capabilities
 	// AppVersion is the application version published by describe.
 	AppVersion string
+	// InlineBodyMax is the largest message body (its JSON object, in bytes) committed inside the publish
+	// transaction; larger bodies go to the blob store first. 0 sends every body to the blob store.
+	InlineBodyMax int
 	// CommitRetries bounds optimistic retries of one commit (default 8).
 	CommitRetries int
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
 type Service struct {
-	store    port.ItemStore
-	blobs    port.BlobStore
-	clock    port.Clock
-	ids      port.IDSource
-	notifier port.Notifier
-	log      *slog.Logger
-	cursors  cursorCodec
-	limits   Limits
-	caps     Capabilities
-	version  string
-	retries  int
+	store         port.ItemStore
+	blobs         port.BlobStore
+	clock         port.Clock
+	ids           port.IDSource
+	notifier      port.Notifier
+	watcher       port.FeedWatcher
+	log           *slog.Logger
+	cursors       cursorCodec
+	limits        Limits
+	caps          Capabilities
+	version       string
+	retries       int
+	inlineBodyMax int
+	states        *stateCache
 }
 
 // New returns a Service over the given ports.
@@ -54,10 +62,11 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("domain: cursor key must have at least 32 bytes")
 	}
 	s := &Service{
-		store: cfg.Store, blobs: cfg.Blobs, clock: cfg.Clock, ids: cfg.IDs, notifier: cfg.Notifier,
+		store: cfg.Store, blobs: cfg.Blobs, clock: cfg.Clock, ids: cfg.IDs, notifier: cfg.Notifier, watcher: cfg.Watcher,
 		log: cfg.Logger, cursors: cursorCodec{key: append([]byte(nil), cfg.CursorKey...)},
-		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries,
+		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
+	s.states = newStateCache(64)
 	if cfg.Limits != nil {
 		s.limits = *cfg.Limits
 	}
@@ -71,14 +80,17 @@ func New(cfg Config) (*Service, error) {
 		s.version = "dev"
 	}
 	s.caps.Mailbox, s.caps.Receipts = true, true
+	s.caps.LiveFeed = cfg.Watcher != nil
 	// An ack of n items writes at most 3n+4 ops; publish no more items than the store can commit at once.
 	if maxAck := (cfg.Store.MaxOps() - 4) / 3; s.limits.AckItemsMax > maxAck {
 		s.limits.AckItemsMax = maxAck
 	}
-	// A send writes 5 ops plus one inbox entry per recipient.
-	if maxRcpt := cfg.Store.MaxOps() - 5; s.limits.MaxRecipients > maxRcpt {
-		s.limits.MaxRecipients = maxRcpt
+	// A send writes 5 ops plus one inbox entry per recipient and one reference per attachment.
+	if budget := cfg.Store.MaxOps() - 5; s.limits.MaxRecipients+s.limits.MaxAttachments > budget {
+		s.limits.MaxRecipients = min(s.limits.MaxRecipients, budget/2)
+		s.limits.MaxAttachments = min(s.limits.MaxAttachments, budget-s.limits.MaxRecipients)
 	}
+	s.caps.BlobUpload, s.caps.MemorySnapshot, s.caps.MemoryDelta, s.caps.ServerExport = true, true, true, true
 	return s, nil
 }
 
@@ -156,3 +168,8 @@ func (s *Service) head(ctx context.Context, space string) (uint64, error) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func attrInt(it port.Item, name string) int64 {
+	n, _ := strconv.ParseInt(it.Attr(name), 10, 64)
+	return n
+}

@@ -3,6 +3,10 @@ package domain
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/waypost/waypost/domain/port"
 )
 
 // StatusResult is the result of status (RFC §11.2).
@@ -39,6 +43,14 @@ func (s *Service) Status(ctx context.Context, p *Principal, operation, requestID
 		return StatusResult{}, Errorf(CodeNotFound, "no submission with this operation and request_id for this caller")
 	}
 	res := StatusResult{Operation: operation, RequestID: requestID, SubmissionState: sub.State, ResourceID: sub.ResourceID}
+	if sub.State == StateReserved && operation == OpMessageSend {
+		// Prepared = reserved with its immutable body stored (RFC §6.3); no separate write records it.
+		if _, err := s.blobs.Head(ctx, messageBodyKey(p.SpaceID, sub.ResourceID)); err == nil {
+			res.SubmissionState = StatePrepared
+		} else if !errors.Is(err, port.ErrBlobNotFound) {
+			return StatusResult{}, fmt.Errorf("status: checking body: %w", err)
+		}
+	}
 	switch sub.State {
 	case StateCommitted:
 		res.Result = sub.Result

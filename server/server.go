@@ -40,6 +40,10 @@ type Config struct {
 	Version string
 }
 
+// InlineBodyMax is the largest message body the embedded deployment commits inside the publish
+// transaction (one durable commit per send); larger bodies are written to the blob store first.
+const InlineBodyMax = 16 << 10
+
 // Server is a running embedded deployment.
 type Server struct {
 	cfg             Config
@@ -89,7 +93,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	ids := platform.IDs{}
 	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
-		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version})
+		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/waypost/waypost/api/strictjson"
+	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/schemas"
@@ -64,6 +64,8 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.routes()
+	a.blobRoutes()
+	a.memoryRoutes()
 	if opts.Extra != nil {
 		opts.Extra(a.mux, a)
 	}
@@ -203,6 +205,12 @@ func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
 	}
 	rid := requestIDOf(raw)
 	if err := a.schemas.Validate(schema, raw); err != nil {
+		var ve *schemas.ValidationError
+		if errors.As(err, &ve) {
+			if limit, ok := ve.ResourceLimit(); ok {
+				return rid, domain.Errorf(domain.CodeResourceLimit, "%s", ve.Error()).WithDetails("limit_name", limit)
+			}
+		}
 		return rid, invalid(err)
 	}
 	if err := strictjson.DecodeBytes(raw, v); err != nil {
@@ -280,3 +288,10 @@ func (a *API) adminHandler(fn adminFunc) http.HandlerFunc {
 }
 
 func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds() + 0.999)) }
+
+func writeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

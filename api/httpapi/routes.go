@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/schemas"
 )
 
 // body decodes a request body of the named schema into a fresh T.
@@ -54,6 +56,22 @@ func (a *API) routes() {
 		res, err := a.svc.Ack(ctx, p, req)
 		return req.RequestID, res, err
 	}))
+	m.HandleFunc("GET /v0/feed/wait", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
+		q := r.URL.Query()
+		req := domain.WaitRequest{ConsumerID: q.Get("consumer_id")}
+		if c := q.Get("cursor"); c != "" {
+			req.Cursor = &c
+		}
+		var err error
+		if req.TimeoutMS, err = queryInt(q.Get("timeout_ms"), 0); err != nil {
+			return "", nil, domain.Errorf(domain.CodeInvalidRequest, "timeout_ms must be an integer").WithDetails("field", "timeout_ms")
+		}
+		if req.Limit, err = queryInt(q.Get("limit"), 0); err != nil {
+			return "", nil, domain.Errorf(domain.CodeInvalidRequest, "limit must be an integer").WithDetails("field", "limit")
+		}
+		res, err := a.svc.WaitFeed(ctx, p, req)
+		return "", res, err
+	}))
 	m.HandleFunc("GET /v0/schemas/{name}", func(w http.ResponseWriter, r *http.Request) {
 		raw, ok := a.schemas.Raw(r.PathValue("name"))
 		if !ok {
@@ -64,7 +82,7 @@ func (a *API) routes() {
 		_, _ = w.Write(raw)
 	})
 	m.HandleFunc("GET /v0/schemas", func(w http.ResponseWriter, r *http.Request) {
-		a.ok(w, a.readID(), map[string]any{"version": a.schemas.Version(), "names": a.schemas.Names()})
+		a.ok(w, a.readID(), map[string]any{"version": schemas.Version, "names": a.schemas.Names()})
 	})
 
 	// Control plane (SUPPLEMENT §11.3).
@@ -157,6 +175,13 @@ func (a *API) routes() {
 		res, err := a.svc.RotateToken(ctx, r.PathValue("space_id"), r.PathValue("token_id"))
 		return "", res, err
 	}))
+}
+
+func queryInt(s string, def int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	return strconv.Atoi(s)
 }
 
 // emptyRequest is the body of revoke and rotate calls: empty, or an optional request_id.

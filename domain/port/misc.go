@@ -30,3 +30,29 @@ type Published struct {
 type Notifier interface {
 	Notify(ctx context.Context, items []Published)
 }
+
+// WatchStatus is the outcome of waiting on a Watch.
+type WatchStatus int
+
+const (
+	// WatchAnnounced means an announcement arrived.
+	WatchAnnounced WatchStatus = iota
+	// WatchTimeout means nothing arrived before the timeout.
+	WatchTimeout
+	// WatchEnded means the watch ended (evicted for backlog, closed); subscribe again to continue.
+	WatchEnded
+)
+
+// Watch is one live subscription to a space's announcements, owned by one request.
+type Watch interface {
+	// Next waits up to timeout for the next announcement.
+	Next(ctx context.Context, timeout time.Duration) (Published, WatchStatus, error)
+	// Close ends the subscription; it is idempotent.
+	Close()
+}
+
+// FeedWatcher subscribes to the announcements of committed feed items of a space. A subscription made
+// before a durable read receives every announcement of items committed after it (seed channel spec).
+type FeedWatcher interface {
+	Watch(ctx context.Context, spaceID string) (Watch, error)
+}

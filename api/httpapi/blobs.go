@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/waypost/waypost/domain"
+)
+
+// blobRoutes serves RFC §9: prepare, the streamed upload, commit (seal), metadata and content.
+func (a *API) blobRoutes() {
+	m := a.mux
+	m.HandleFunc("POST /v0/blobs", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
+		req, rid, err := body[domain.BlobPrepareRequest](a, r, "blob.prepare.request")
+		if err != nil {
+			return rid, nil, err
+		}
+		res, err := a.svc.PrepareBlob(ctx, p, req)
+		return req.RequestID, res, err
+	}))
+	m.HandleFunc("PUT /v0/uploads/{upload_id}/content", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
+		// Streamed to the blob store, never buffered whole; at most max_blob_bytes+1 bytes are read.
+		body := http.MaxBytesReader(nil, r.Body, a.svc.Limits().MaxBlobBytes+1)
+		res, err := a.svc.Upload(ctx, p, r.PathValue("upload_id"), r.Header.Get("Content-Type"), r.ContentLength, body)
+		return "", res, err
+	}))
+	m.HandleFunc("POST /v0/blobs/commit", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
+		req, rid, err := body[domain.BlobCommitRequest](a, r, "blob.commit.request")
+		if err != nil {
+			return rid, nil, err
+		}
+		res, err := a.svc.CommitBlob(ctx, p, req)
+		return req.RequestID, res, err
+	}))
+	m.HandleFunc("GET /v0/blobs/{blob_id}", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
+		res, err := a.svc.GetBlob(ctx, p, r.PathValue("blob_id"))
+		return "", res, err
+	}))
+	m.HandleFunc("GET /v0/blobs/{blob_id}/content", func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.principal(r)
+		if err != nil {
+			a.fail(w, r, a.readID(), err)
+			return
+		}
+		rc, info, err := a.svc.OpenBlob(r.Context(), p, r.PathValue("blob_id"))
+		if err != nil {
+			a.fail(w, r, a.readID(), err)
+			return
+		}
+		defer rc.Close()
+		h := w.Header()
+		h.Set("Content-Type", info.ContentType)
+		h.Set("Content-Length", strconv.FormatInt(info.SizeBytes, 10))
+		h.Set("ETag", `"`+info.SHA256+`"`)
+		if sum, err := hex.DecodeString(info.SHA256); err == nil {
+			h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+		}
+		if info.Filename != "" {
+			h.Set("Content-Disposition", `attachment; filename="`+sanitizeFilename(info.Filename)+`"`)
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.Copy(w, rc)
+	})
+}
+
+func sanitizeFilename(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		if r == '"' || r == '\\' || r < 0x20 || r > 0x7e {
+			r = '_'
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}

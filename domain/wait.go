@@ -1,0 +1,100 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// WaitRequest is the query of feed.wait (SUPPLEMENT §11.1, capability live_feed).
+type WaitRequest struct {
+	ConsumerID string
+	Cursor     *string
+	TimeoutMS  int
+	Limit      int
+}
+
+// WaitFeed is a long poll over a consumer's feed: it returns as soon as an item visible to the consumer
+// commits after the cursor, or an empty page at the timeout, in the inbox.read page shape.
+//
+// It follows the seed channel spec's correct usage: subscribe first, then read the durable feed up to its
+// head; live announcements only wake the waiter, and every item returned comes from the durable feed read
+// after the wake-up, so an item is never skipped or repeated, whatever announcements are lost, duplicated
+// or reordered. When the subscription is evicted for backlog, it subscribes again and reads again from the
+// last position returned.
+func (s *Service) WaitFeed(ctx context.Context, p *Principal, req WaitRequest) (Page, error) {
+	if s.watcher == nil || !s.caps.LiveFeed {
+		return Page{}, Errorf(CodeUnsupported, "feed.wait (live_feed) is not available in this deployment")
+	}
+	if req.TimeoutMS < 0 || req.TimeoutMS > s.limits.FeedWaitMaxMS {
+		return Page{}, Errorf(CodeInvalidRequest, "timeout_ms must be between 0 and %d", s.limits.FeedWaitMaxMS).WithDetails("field", "timeout_ms")
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = s.limits.InboxPageDefault
+	}
+	if err := checkPageLimit(limit, s.limits.InboxPageMax); err != nil {
+		return Page{}, err
+	}
+	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeMessageRead)
+	if err != nil {
+		return Page{}, err
+	}
+	pos, err := s.position(fs, req.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	deadline := s.clock.Now().Add(time.Duration(req.TimeoutMS) * time.Millisecond)
+	for {
+		w, err := s.watcher.Watch(ctx, p.SpaceID) // subscribe before reading
+		if err != nil {
+			return Page{}, fmt.Errorf("feed.wait: subscribing: %w", err)
+		}
+		page, resubscribe, err := s.waitOnce(ctx, fs, w, &pos, limit, deadline)
+		w.Close()
+		if err != nil || !resubscribe {
+			return page, err
+		}
+	}
+}
+
+// waitOnce reads, then waits for announcements above the position read, until items arrive, the deadline
+// passes, or the watch ends (resubscribe is then true).
+func (s *Service) waitOnce(ctx context.Context, fs feedScope, w port.Watch, pos *uint64, limit int, deadline time.Time) (Page, bool, error) {
+	for {
+		page, err := s.readFrom(ctx, fs, *pos, limit)
+		if err != nil {
+			return Page{}, false, err
+		}
+		if len(page.Items) > 0 {
+			return page, false, nil
+		}
+		// Nothing visible up to the head: the cursor moved past items determined invisible.
+		b, err := s.cursors.decode(page.NextCursor)
+		if err != nil {
+			return Page{}, false, err
+		}
+		*pos = b.Pos
+		for {
+			remaining := deadline.Sub(s.clock.Now())
+			if remaining <= 0 {
+				return page, false, nil
+			}
+			pub, status, err := w.Next(ctx, remaining)
+			if err != nil {
+				return Page{}, false, fmt.Errorf("feed.wait: waiting: %w", err)
+			}
+			if status == port.WatchTimeout {
+				return page, false, nil
+			}
+			if status == port.WatchEnded {
+				return Page{}, true, nil
+			}
+			if pub.VisibleSeq > *pos {
+				break // something committed after what we read: read the durable feed again
+			}
+		}
+	}
+}
