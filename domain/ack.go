@@ -84,10 +84,28 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 			want[e.ItemID] = e.Stage
 		}
 	}
+	retried := false
 	fp := fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
 	raw, published, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpInboxAck, req.RequestID), operation: OpInboxAck, requestID: req.RequestID, fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
+			if retried {
+				// A condition failed, possibly the generation check: re-check the credential and rights
+				// (RFC §7.2), or a revoked principal would only ever see "too much contention".
+				fresh, err := s.refresh(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				if fs, err = s.consumerScope(ctx, fresh, req.ConsumerID, ScopeReceiptWrite); err != nil {
+					return nil, err
+				}
+				if hasCP {
+					if cpPos, err = s.position(fs, req.CheckpointCursor); err != nil {
+						return nil, err
+					}
+				}
+			}
+			retried = true
 			return s.prepareAck(ctx, fs, order, want, hasCP, cpPos)
 		},
 	})

@@ -318,6 +318,13 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		subCond = port.NotExists()
 	}
 	for attempt := 0; attempt < s.retries; attempt++ {
+		// Attachments are re-checked under the authorization this attempt commits with (the commit pins its
+		// generation): a blob.reference grant revoked since the preconditions must not publish (RFC §7.2).
+		for _, b := range n.AttachmentIDs {
+			if _, err := s.referencableBlob(ctx, p, b); err != nil {
+				return SendResult{}, false, err
+			}
+		}
 		now := s.clock.Now().UTC()
 		var result SendResult
 		var published port.Published
@@ -350,7 +357,10 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				for _, r := range fixed.RecipientIDs {
 					ops = append(ops, port.Put(port.Item{Key: keyInbox(p.SpaceID, r, seq), Data: fiData}, port.NotExists()))
 				}
-				for _, b := range n.AttachmentIDs {
+				for i, b := range n.AttachmentIDs {
+					if slices.Contains(n.AttachmentIDs[:i], b) {
+						continue // one reference per blob, however often the message names it
+					}
 					// Sealed is final, so the seal checked before the commit still holds; the reference lets
 					// the message's readers read the blob.
 					ops = append(ops, port.Put(port.Item{Key: keyBlobRef(p.SpaceID, b, "msg#"+msgID)}, port.Cond{}))

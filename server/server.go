@@ -18,8 +18,13 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/channel"
+	"github.com/waypost/waypost/channel/chanservice"
+	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
 )
@@ -92,13 +97,40 @@ func Open(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
 	}
 	ids := platform.IDs{}
+	// The channel service runs in-process: one hub per space carries feed announcements to feed.wait.
+	internalSecret, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "channel-secret"), "wpc_")
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	channels, err := chanservice.New(internalSecret, channel.Limits{}, cfg.Logger)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: channel service: %w", err)
+	}
+	live := livefeed.New(channels, cfg.Logger)
 	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
+		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids})
+	reg, err := schemas.New()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	mcpHandler, err := mcpapi.New(svc, mcpapi.Options{Schemas: reg, IDs: ids, Logger: cfg.Logger, Version: cfg.Version})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids, Schemas: reg,
+		Extra: func(mux *http.ServeMux, _ *httpapi.API) {
+			mux.Handle("/mcp", mcpHandler)
+			mux.Handle("/internal/v0/", channels)
+		}})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -1,0 +1,228 @@
+// Package mcpapi serves every Waypost data-plane operation as an MCP tool (SUPPLEMENT §11.1) over the
+// official Go SDK's Streamable HTTP transport, stateless and in JSON-response mode so it runs unchanged on
+// Lambda. Authorization, idempotency and errors are those of the HTTP API: the same domain operations, the
+// same JSON Schemas, the same RFC §5.2 envelope (carried as structured content; failures are tool errors).
+package mcpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/schemas"
+)
+
+// baseURLHeader carries the public base URL from the HTTP layer to tool handlers (set by the handler
+// itself; a client-sent value is removed).
+const baseURLHeader = "X-Waypost-Internal-Base-Url"
+
+// Options configure the MCP endpoint.
+type Options struct {
+	Schemas *schemas.Registry
+	IDs     port.IDSource
+	Logger  *slog.Logger
+	// Version is published as the MCP server implementation version.
+	Version string
+}
+
+// Handler is the MCP endpoint.
+type Handler struct {
+	svc    *domain.Service
+	reg    *schemas.Registry
+	ids    port.IDSource
+	log    *slog.Logger
+	server *mcp.Server
+	http   http.Handler
+}
+
+// New builds the MCP endpoint over a domain service.
+func New(svc *domain.Service, opts Options) (*Handler, error) {
+	if opts.IDs == nil {
+		return nil, fmt.Errorf("mcpapi: an ID source is required")
+	}
+	h := &Handler{svc: svc, reg: opts.Schemas, ids: opts.IDs, log: opts.Logger}
+	if h.reg == nil {
+		var err error
+		if h.reg, err = schemas.New(); err != nil {
+			return nil, fmt.Errorf("mcpapi: %w", err)
+		}
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "waypost", Title: "Waypost mailbox and memory exchange", Version: version},
+		&mcp.ServerOptions{Instructions: instructions})
+	for _, t := range h.tools() {
+		schema, err := h.inputSchema(t)
+		if errors.Is(err, schemas.ErrUnknownSchema) {
+			h.log.Warn("mcpapi: tool not served: its schema is missing", "tool", t.name)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
+		}
+		h.server.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: schema,
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: true, OpenWorldHint: ptr(false)}}, h.handler(t))
+	}
+	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.log,
+			MaxRequestBodyBytes: int64(svc.Limits().MaxRequestBytes) + 4096})
+	return h, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+const instructions = `Waypost is an asynchronous mailbox and memory exchange. Call waypost_describe first.
+Persist the request_id of every write before calling it; after a timeout, call waypost_status with the same
+operation and request_id and retry at most twice with the SAME request_id. Say a message is stored only when
+submission_state is "committed". Save what waypost_inbox returns before acknowledging it with waypost_ack.`
+
+// ServeHTTP authenticates the bearer token exactly as the HTTP API does (401 without a valid one), then
+// hands the request to the MCP transport. Each tool call re-checks the credential.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(baseURLHeader)
+	tok := bearer(r.Header)
+	if tok == "" {
+		unauthorized(w)
+		return
+	}
+	if _, err := h.svc.Authenticate(r.Context(), tok); err != nil {
+		if domain.CodeOf(err) == domain.CodeUnauthenticated {
+			unauthorized(w)
+			return
+		}
+		http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
+	r.Header.Set(baseURLHeader, baseURL(r))
+	h.http.ServeHTTP(w, r)
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte(`{"error":{"code":"UNAUTHENTICATED","message":"missing, malformed, expired or revoked credential"}}`))
+}
+
+func bearer(h http.Header) string {
+	scheme, tok, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		scheme = p
+	}
+	return scheme + "://" + r.Host
+}
+
+// envelope is the RFC §5.2 result, carried as the tool's structured content.
+type envelope struct {
+	OK        bool              `json:"ok"`
+	RequestID string            `json:"request_id"`
+	Data      any               `json:"data,omitempty"`
+	Error     *domain.WireError `json:"error,omitempty"`
+}
+
+// handler adapts one tool: authenticate, validate the arguments strictly against the operation's schema,
+// run the domain operation, and wrap the envelope.
+func (h *Handler) handler(t tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var hdr http.Header
+		if req.Extra != nil {
+			hdr = req.Extra.Header
+		}
+		rid, data, err := h.call(ctx, t, hdr, req.Params.Arguments)
+		if rid == "" {
+			rid = h.ids.NewID("rq")
+		}
+		if err != nil {
+			de := domain.AsError(err)
+			if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
+				h.log.Error("mcp tool failed", "tool", t.name, "request_id", rid, "code", string(de.Code), "error", err.Error())
+			}
+			w := de.Wire()
+			env := envelope{OK: false, RequestID: rid, Error: &w}
+			return &mcp.CallToolResult{IsError: true, StructuredContent: env,
+				Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s failed: %s (%s, retryable=%v)", t.name, de.Message, de.Code, w.Retryable)}}}, nil
+		}
+		env := envelope{OK: true, RequestID: rid, Data: data}
+		return &mcp.CallToolResult{StructuredContent: env, Content: []mcp.Content{&mcp.TextContent{Text: t.summary(data)}}}, nil
+	}
+}
+
+func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.RawMessage) (string, any, error) {
+	p, err := h.svc.Authenticate(ctx, bearer(hdr))
+	if err != nil {
+		return "", nil, err
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	if len(args) > h.svc.Limits().MaxRequestBytes {
+		return "", nil, domain.Errorf(domain.CodePayloadTooLarge, "arguments are larger than %d bytes", h.svc.Limits().MaxRequestBytes)
+	}
+	if err := strictjson.CheckSyntax(args); err != nil {
+		return "", nil, domain.Errorf(domain.CodeInvalidRequest, "%s", err)
+	}
+	rid := requestIDOf(args)
+	if err := h.validate(t, args); err != nil {
+		return rid, nil, err
+	}
+	env := callEnv{ctx: ctx, p: p, args: args, baseURL: hdr.Get(baseURLHeader)}
+	data, err := t.run(h.svc, env)
+	return rid, data, err
+}
+
+func (h *Handler) validate(t tool, args json.RawMessage) error {
+	var err error
+	if t.schema != "" {
+		err = h.reg.Validate(t.schema, args)
+	} else {
+		err = t.local.validate(args)
+	}
+	if err == nil {
+		return nil
+	}
+	var ve *schemas.ValidationError
+	if asValidation(err, &ve) {
+		if limit, ok := ve.ResourceLimit(); ok {
+			return domain.Errorf(domain.CodeResourceLimit, "%s", ve.Error()).WithDetails("limit_name", limit)
+		}
+	}
+	return domain.Errorf(domain.CodeInvalidRequest, "%s", err)
+}
+
+func requestIDOf(raw json.RawMessage) string {
+	var probe struct {
+		RequestID any `json:"request_id"`
+	}
+	if json.Unmarshal(raw, &probe) != nil {
+		return ""
+	}
+	if s, ok := probe.RequestID.(string); ok && domain.ValidRequestID(s) {
+		return s
+	}
+	return ""
+}
