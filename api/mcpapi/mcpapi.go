@@ -7,7 +7,6 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -67,10 +66,6 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 		&mcp.ServerOptions{Instructions: instructions})
 	for _, t := range h.tools() {
 		schema, err := h.inputSchema(t)
-		if errors.Is(err, schemas.ErrUnknownSchema) {
-			h.log.Warn("mcpapi: tool not served: its schema is missing", "tool", t.name)
-			continue
-		}
 		if err != nil {
 			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
 		}

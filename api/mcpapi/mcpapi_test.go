@@ -149,11 +149,12 @@ func TestToolsListNamesAndSchemas(t *testing.T) {
 			t.Errorf("%s: input schema has an external reference", tl.Name)
 		}
 	}
-	for _, want := range []string{"waypost_describe", "waypost_status", "waypost_send", "waypost_get_message", "waypost_inbox",
-		"waypost_ack", "waypost_memory_read", "waypost_memory_export", "waypost_blob_get", "waypost_wait"} {
-		if !slices.Contains(names, want) {
-			t.Errorf("tool %s missing from %v", want, names)
-		}
+	want := []string{"waypost_ack", "waypost_blob_commit", "waypost_blob_get", "waypost_blob_prepare", "waypost_describe",
+		"waypost_get_message", "waypost_inbox", "waypost_memory_export", "waypost_memory_publish", "waypost_memory_read",
+		"waypost_send", "waypost_status", "waypost_wait"}
+	slices.Sort(names)
+	if !slices.Equal(names, want) {
+		t.Errorf("tools/list = %v\nwant %v", names, want)
 	}
 }
 
