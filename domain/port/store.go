@@ -45,7 +45,7 @@ const (
 	CondExists
 	// CondNotExists requires the item to be absent.
 	CondNotExists
-	// CondAttrEquals requires the item to exist and its attribute Attr to equal Value.
+	// CondAttrEquals requires the item to exist with attribute Attr present and equal to Value.
 	CondAttrEquals
 )
 
@@ -75,7 +75,8 @@ func (c Cond) Holds(cur Item, present bool) bool {
 	case CondNotExists:
 		return !present
 	case CondAttrEquals:
-		return present && cur.Attrs[c.Attr] == c.Value
+		v, ok := cur.Attrs[c.Attr]
+		return present && ok && v == c.Value // an absent attribute never equals, as in DynamoDB
 	default:
 		return false
 	}

@@ -1,0 +1,88 @@
+package bolt_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/bolt"
+)
+
+// BenchmarkCommit measures committed transactions per second with fsync on, each transaction allocating one
+// value of a shared counter and putting 5 items of ~300 bytes, at several numbers of concurrent committers.
+// It reports tx/s and the p50/p99 commit latency.
+func BenchmarkCommit(b *testing.B) {
+	for _, g := range []int{1, 8, 32, 128} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchCommit(b, g, bolt.Options{}) })
+	}
+}
+
+func benchCommit(b *testing.B, goroutines int, opts bolt.Options) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "bench.db"), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctr := port.Key{PK: "SP#bench", SK: "SEQ"}
+	payload := make([]byte, 260)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	attrs := map[string]string{"state": "committed", "gen": "1"}
+	build := func(first uint64) ([]port.Op, error) {
+		ops := make([]port.Op, 5)
+		for i := range ops {
+			ops[i] = port.Put(port.Item{
+				Key:   port.Key{PK: fmt.Sprintf("FD#bench#%d", i), SK: fmt.Sprintf("%020d", first)},
+				Attrs: attrs,
+				Data:  payload,
+			}, port.NotExists())
+		}
+		return ops, nil
+	}
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		latencies = make([]time.Duration, 0, b.N)
+		wg        sync.WaitGroup
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < goroutines; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, b.N/goroutines+1)
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if _, err := s.Commit(context.Background(), port.Tx{Counter: &ctr, Count: 1, Max: 1 << 53, Build: build}); err != nil {
+					b.Error(err)
+					return
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			latencies = append(latencies, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(latencies)
+	if len(latencies) == 0 {
+		return
+	}
+	pct := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds())
+	}
+	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "tx/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}

@@ -1,0 +1,233 @@
+package bolt_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/bolt"
+	"github.com/waypost/waypost/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openStore(t testing.TB, path string, opts bolt.Options) *bolt.Store {
+	t.Helper()
+	s, err := bolt.Open(path, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestContract runs the suite with fsync on, as in production.
+func TestContract(t *testing.T) {
+	storetest.RunItemStore(t, func(t *testing.T) port.ItemStore {
+		return openStore(t, filepath.Join(t.TempDir(), "items.db"), bolt.Options{})
+	})
+}
+
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "items.db")
+	s, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr := port.Key{PK: "sp", SK: "SEQ"}
+	it := port.Item{Key: port.Key{PK: "p", SK: "a"}, Attrs: map[string]string{"v": "1"}, Data: []byte{0, 1, 2}}
+	for i := 0; i < 3; i++ {
+		if _, err := s.Commit(context.Background(), port.Tx{Counter: &ctr, Count: 2, Max: 100, Build: func(uint64) ([]port.Op, error) {
+			return []port.Op{port.Put(it, port.Cond{})}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, path, bolt.Options{})
+	got, ok, err := s.Get(context.Background(), it.Key)
+	if err != nil || !ok || got.Attr("v") != "1" || !bytes.Equal(got.Data, it.Data) {
+		t.Fatalf("after reopen: %+v, %v, %v", got, ok, err)
+	}
+	first, err := s.Commit(context.Background(), port.Tx{Counter: &ctr, Count: 1, Max: 100, Build: func(uint64) ([]port.Op, error) { return nil, nil }})
+	if err != nil || first != 7 {
+		t.Fatalf("counter after reopen: %d, %v; want 7", first, err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "items.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k := port.Key{PK: "p", SK: "a"}
+	if _, _, err := s.Get(context.Background(), k); !errors.Is(err, bolt.ErrClosed) {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := s.Query(context.Background(), port.Query{PK: "p"}); !errors.Is(err, bolt.ErrClosed) {
+		t.Fatalf("query: %v", err)
+	}
+	if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+		return []port.Op{port.Put(port.Item{Key: k}, port.Cond{})}, nil
+	}}); !errors.Is(err, bolt.ErrClosed) {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func TestLockTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "items.db")
+	openStore(t, path, bolt.Options{NoSync: true})
+	start := time.Now()
+	s, err := bolt.Open(path, bolt.Options{NoSync: true, LockTimeout: 100 * time.Millisecond})
+	if err == nil {
+		s.Close()
+		t.Fatal("second open of a locked file succeeded")
+	}
+	if !errors.Is(err, port.ErrUnavailable) {
+		t.Fatalf("second open: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("lock timeout took %v", d)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, o := range []bolt.Options{{MaxBatchSize: -1}, {MaxBatchDelay: -1}, {LockTimeout: -1}} {
+		if s, err := bolt.Open(filepath.Join(t.TempDir(), "db"), o); err == nil {
+			s.Close()
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	// A batch of one and no delay still commits.
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchSize: 1, MaxBatchDelay: time.Nanosecond})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+				return []port.Op{port.Put(port.Item{Key: port.Key{PK: "p", SK: fmt.Sprint(i)}}, port.NotExists())}, nil
+			}}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if items, err := s.Query(context.Background(), port.Query{PK: "p"}); err != nil || len(items) != 8 {
+		t.Fatalf("%d items, %v", len(items), err)
+	}
+}
+
+func TestUnknownLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("format"), []byte("something-else"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if s, err := bolt.Open(path, bolt.Options{}); err == nil {
+		s.Close()
+		t.Fatal("opened a file of an unknown layout")
+	}
+}
+
+// TestBatchIsolation commits, in one batch, transactions that succeed, fail a condition, fail in Build and
+// panic in Build: each gets its own outcome and only the successful ones are written.
+func TestBatchIsolation(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchDelay: 100 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := s.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
+		return []port.Op{port.Put(port.Item{Key: port.Key{PK: "x", SK: "taken"}}, port.Cond{})}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	ctr := port.Key{PK: "x", SK: "SEQ"}
+	boom := errors.New("build failed")
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, n)
+		pans = make([]any, n)
+		firs = make([]uint64, n)
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { pans[i] = recover() }()
+			firs[i], errs[i] = s.Commit(ctx, port.Tx{Counter: &ctr, Count: 1, Max: 1000, Build: func(first uint64) ([]port.Op, error) {
+				switch i % 4 {
+				case 1:
+					return []port.Op{port.Put(port.Item{Key: port.Key{PK: "x", SK: "taken"}}, port.NotExists())}, nil
+				case 2:
+					return nil, boom
+				case 3:
+					panic(fmt.Sprint("panic in build ", i))
+				}
+				return []port.Op{port.Put(port.Item{Key: port.Key{PK: "ok", SK: fmt.Sprintf("%04d", first)}, Data: []byte(fmt.Sprint(i))}, port.NotExists())}, nil
+			}})
+		}(i)
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for i := 0; i < n; i++ {
+		switch i % 4 {
+		case 0:
+			if errs[i] != nil || pans[i] != nil {
+				t.Fatalf("tx %d: %v %v", i, errs[i], pans[i])
+			}
+			if seen[firs[i]] {
+				t.Fatalf("value %d allocated twice", firs[i])
+			}
+			seen[firs[i]] = true
+			it, ok, err := s.Get(ctx, port.Key{PK: "ok", SK: fmt.Sprintf("%04d", firs[i])})
+			if err != nil || !ok || string(it.Data) != fmt.Sprint(i) {
+				t.Fatalf("tx %d's item: %+v %v %v", i, it, ok, err)
+			}
+		case 1:
+			if idx, ok := port.FailedOp(errs[i]); !ok || idx != 0 {
+				t.Fatalf("tx %d: %v, want condition failure", i, errs[i])
+			}
+		case 2:
+			if !errors.Is(errs[i], boom) {
+				t.Fatalf("tx %d: %v, want the build error", i, errs[i])
+			}
+		case 3:
+			if pans[i] == nil {
+				t.Fatalf("tx %d: panic in Build did not reach the caller (err %v)", i, errs[i])
+			}
+		}
+	}
+	items, err := s.Query(ctx, port.Query{PK: "ok", Limit: 1000})
+	if err != nil || len(items) != n/4 {
+		t.Fatalf("%d items, %v; want %d", len(items), err, n/4)
+	}
+	for i, it := range items {
+		if it.SK != fmt.Sprintf("%04d", i+1) {
+			t.Fatalf("allocated values not gapless: %d-th is %s", i, it.SK)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package faulty
+
+import (
+	"context"
+	"io"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// PutFault is a fault on BlobStore.Put.
+type PutFault struct {
+	Fault
+	// After stores the object and then returns the error. Otherwise the put fails before the body is read
+	// and nothing is stored.
+	After bool
+	// Match, when set, restricts the fault to the keys it accepts.
+	Match func(key string) bool
+}
+
+// KeyFault is a fault on BlobStore.Head, Get or Delete.
+type KeyFault struct {
+	Fault
+	// Match, when set, restricts the fault to the keys it accepts.
+	Match func(key string) bool
+}
+
+// BlobStore wraps a port.BlobStore with armable faults. It is safe for concurrent use.
+type BlobStore struct {
+	inner   port.BlobStore
+	puts    registry[PutFault]
+	heads   registry[KeyFault]
+	gets    registry[KeyFault]
+	deletes registry[KeyFault]
+}
+
+var _ port.BlobStore = (*BlobStore)(nil)
+
+// NewBlobStore wraps inner; with no fault armed it behaves exactly like inner.
+func NewBlobStore(inner port.BlobStore) *BlobStore { return &BlobStore{inner: inner} }
+
+// Inner returns the wrapped store.
+func (s *BlobStore) Inner() port.BlobStore { return s.inner }
+
+// FailPut arms a Put fault.
+func (s *BlobStore) FailPut(f PutFault) *Armed { return s.puts.add(f.Fault, f) }
+
+// FailHead arms a Head fault.
+func (s *BlobStore) FailHead(f KeyFault) *Armed { return s.heads.add(f.Fault, f) }
+
+// FailGet arms a Get fault.
+func (s *BlobStore) FailGet(f KeyFault) *Armed { return s.gets.add(f.Fault, f) }
+
+// FailDelete arms a Delete fault (the object is not deleted).
+func (s *BlobStore) FailDelete(f KeyFault) *Armed { return s.deletes.add(f.Fault, f) }
+
+// Reset disarms every fault.
+func (s *BlobStore) Reset() {
+	s.puts.reset()
+	s.heads.reset()
+	s.gets.reset()
+	s.deletes.reset()
+}
+
+func fire(faults []armedFault[KeyFault], key, what string) error {
+	for _, f := range faults {
+		if (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
+			return f.a.err(what + " " + key)
+		}
+	}
+	return nil
+}
+
+// Put stores through the inner store, injecting an armed fault before or after storing.
+func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
+	faults := s.puts.snapshot()
+	for _, f := range faults {
+		if !f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
+			return port.BlobInfo{}, f.a.err("blob put before storing " + key)
+		}
+	}
+	info, err := s.inner.Put(ctx, key, size, sha256, r)
+	if err != nil {
+		return info, err
+	}
+	for _, f := range faults {
+		if f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
+			return port.BlobInfo{}, f.a.err("blob put stored, response lost " + key)
+		}
+	}
+	return info, nil
+}
+
+// Head reads through the inner store unless a Head fault fires.
+func (s *BlobStore) Head(ctx context.Context, key string) (port.BlobInfo, error) {
+	if err := fire(s.heads.snapshot(), key, "blob head"); err != nil {
+		return port.BlobInfo{}, err
+	}
+	return s.inner.Head(ctx, key)
+}
+
+// Get reads through the inner store unless a Get fault fires.
+func (s *BlobStore) Get(ctx context.Context, key string) (io.ReadCloser, port.BlobInfo, error) {
+	if err := fire(s.gets.snapshot(), key, "blob get"); err != nil {
+		return nil, port.BlobInfo{}, err
+	}
+	return s.inner.Get(ctx, key)
+}
+
+// Delete deletes through the inner store unless a Delete fault fires.
+func (s *BlobStore) Delete(ctx context.Context, key string) error {
+	if err := fire(s.deletes.snapshot(), key, "blob delete"); err != nil {
+		return err
+	}
+	return s.inner.Delete(ctx, key)
+}

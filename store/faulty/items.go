@@ -1,0 +1,180 @@
+package faulty
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// CommitFault is a fault on ItemStore.Commit.
+type CommitFault struct {
+	Fault
+	// After applies the commit and then returns the error (the response is lost). Otherwise the commit fails
+	// with nothing applied.
+	After bool
+	// Match, when set, restricts the fault to commits whose ops (as Build returns them) it accepts.
+	Match func(ops []port.Op) bool
+}
+
+// GetFault is a fault on ItemStore.Get.
+type GetFault struct {
+	Fault
+	// Match, when set, restricts the fault to reads of the keys it accepts.
+	Match func(port.Key) bool
+}
+
+// QueryFault is a fault on ItemStore.Query.
+type QueryFault struct {
+	Fault
+	// Match, when set, restricts the fault to the queries it accepts.
+	Match func(port.Query) bool
+}
+
+// ItemStore wraps a port.ItemStore with armable faults. It is safe for concurrent use.
+type ItemStore struct {
+	inner   port.ItemStore
+	commits registry[CommitFault]
+	gets    registry[GetFault]
+	queries registry[QueryFault]
+
+	mu           sync.Mutex
+	beforeCommit func(tx port.Tx)
+}
+
+var _ port.ItemStore = (*ItemStore)(nil)
+
+// NewItemStore wraps inner; with no fault armed it behaves exactly like inner.
+func NewItemStore(inner port.ItemStore) *ItemStore { return &ItemStore{inner: inner} }
+
+// Inner returns the wrapped store, for inspecting state without faults.
+func (s *ItemStore) Inner() port.ItemStore { return s.inner }
+
+// FailCommit arms a commit fault.
+func (s *ItemStore) FailCommit(f CommitFault) *Armed { return s.commits.add(f.Fault, f) }
+
+// FailGet arms a Get fault.
+func (s *ItemStore) FailGet(f GetFault) *Armed { return s.gets.add(f.Fault, f) }
+
+// FailQuery arms a Query fault.
+func (s *ItemStore) FailQuery(f QueryFault) *Armed { return s.queries.add(f.Fault, f) }
+
+// SetBeforeCommit installs fn (nil removes it), called at the start of every Commit, before any fault and
+// before the inner store sees the transaction, so a test can act between the steps of an operation (for
+// example revoke a credential).
+func (s *ItemStore) SetBeforeCommit(fn func(tx port.Tx)) {
+	s.mu.Lock()
+	s.beforeCommit = fn
+	s.mu.Unlock()
+}
+
+// Reset disarms every fault and removes the BeforeCommit hook.
+func (s *ItemStore) Reset() {
+	s.commits.reset()
+	s.gets.reset()
+	s.queries.reset()
+	s.SetBeforeCommit(nil)
+}
+
+// MaxOps returns the inner store's MaxOps.
+func (s *ItemStore) MaxOps() int { return s.inner.MaxOps() }
+
+// Get reads through the inner store unless a Get fault fires.
+func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
+	for _, f := range s.gets.snapshot() {
+		if (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
+			return port.Item{}, false, f.a.err("get " + key.String())
+		}
+	}
+	return s.inner.Get(ctx, key)
+}
+
+// Query reads through the inner store unless a Query fault fires.
+func (s *ItemStore) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
+	for _, f := range s.queries.snapshot() {
+		if (f.spec.Match == nil || f.spec.Match(q)) && f.a.hit() {
+			return nil, f.a.err("query " + q.PK)
+		}
+	}
+	return s.inner.Query(ctx, q)
+}
+
+// errAbort carries a Before fault out of Build.
+type errAbort struct{ err error }
+
+func (e *errAbort) Error() string { return e.err.Error() }
+
+// Commit runs the BeforeCommit hook, then commits through the inner store, injecting any armed fault that
+// fires. Counting: a Before fault without Match counts every Commit call; a Before fault with Match counts a
+// commit when Build first returns ops it accepts; an After fault counts commits that succeed (and whose final
+// ops it accepts).
+func (s *ItemStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
+	s.mu.Lock()
+	hook := s.beforeCommit
+	s.mu.Unlock()
+	if hook != nil {
+		hook(tx)
+	}
+	faults := s.commits.snapshot()
+	var inBuild []armedFault[CommitFault]
+	for _, f := range faults {
+		switch {
+		case f.spec.After:
+		case f.spec.Match == nil:
+			if f.a.hit() {
+				return 0, f.a.err("commit before apply")
+			}
+		default:
+			inBuild = append(inBuild, f)
+		}
+	}
+	if len(faults) == 0 || tx.Build == nil {
+		return s.inner.Commit(ctx, tx)
+	}
+
+	// Each Match fault counts this commit at most once, the first time it accepts the ops of a Build call
+	// (an adapter may call Build more than once). lastOps are the ops of the last call, the ones applied.
+	var (
+		mu      sync.Mutex
+		counted = make([]bool, len(inBuild))
+		lastOps []port.Op
+	)
+	build := tx.Build
+	wrapped := tx
+	wrapped.Build = func(first uint64) ([]port.Op, error) {
+		ops, err := build(first)
+		if err != nil {
+			return ops, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lastOps = ops
+		for i, f := range inBuild {
+			if !counted[i] && f.spec.Match(ops) {
+				counted[i] = true
+				if f.a.hit() {
+					return nil, &errAbort{f.a.err("commit before apply")}
+				}
+			}
+		}
+		return ops, nil
+	}
+	first, err := s.inner.Commit(ctx, wrapped)
+	var abort *errAbort
+	if errors.As(err, &abort) {
+		return 0, abort.err
+	}
+	if err != nil {
+		return first, err
+	}
+	mu.Lock()
+	ops := lastOps
+	mu.Unlock()
+	for _, f := range faults {
+		if f.spec.After && (f.spec.Match == nil || f.spec.Match(ops)) && f.a.hit() {
+			return 0, f.a.err("commit applied, response lost")
+		}
+	}
+	return first, nil
+}

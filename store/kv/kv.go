@@ -1,0 +1,300 @@
+// Package kv holds the one implementation of item-store transaction semantics that the in-memory adapter
+// (store/mem) and the embedded bbolt adapter (store/bolt) share, so that both behave exactly alike and as the
+// port (domain/port) describes.
+//
+// An adapter gives Commit a View of its current state inside whatever isolation it has (a mutex, a bbolt
+// write transaction). Commit then
+//
+//  1. validates the transaction shape (counter key, Count, Build);
+//  2. reads the counter (attribute port.CounterAttr, decimal, absent means 0) and allocates Count values,
+//     failing with port.ErrCounterExhausted when the last one would pass Max (no wrap-around);
+//  3. calls Build with the first allocated value (0 without a counter);
+//  4. validates the ops: at most maxOps including the counter (port.ErrTooManyOps), known kinds, valid keys
+//     (see ValidateKey) and no two actions on one key, the counter included (ErrDuplicateKey, as DynamoDB
+//     forbids it);
+//  5. evaluates every condition against the state before any write; the first failing op, in Build's
+//     order, is reported as a *port.ConditionFailedError and nothing is written;
+//  6. applies puts and deletes, then the counter update.
+//
+// Items are deep-copied on the way in; Query hands out items the caller owns. If a View write fails in
+// step 6, Commit returns the error and the adapter must discard the writes already made (roll back).
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// View is an adapter's state as one transaction sees it. Get may return an item shared with the store: Commit
+// never modifies it. Put receives an item Commit owns (already copied). Errors are storage failures.
+type View interface {
+	// Get returns the item at k and whether it exists.
+	Get(k port.Key) (port.Item, bool, error)
+	// Put stores it, replacing any item at its key.
+	Put(it port.Item) error
+	// Delete removes the item at k; deleting an absent item is not an error.
+	Delete(k port.Key) error
+}
+
+// Ranger iterates one partition in ascending sort-key order (byte-wise).
+type Ranger interface {
+	// Scan calls fn with each item of partition pk whose sort key is greater than after (every item when
+	// after is ""), in ascending sort-key order, until fn returns false or the partition ends. The items
+	// passed to fn are owned by fn: the Ranger must not keep or modify them afterwards.
+	Scan(pk, after string, fn func(port.Item) bool) error
+}
+
+// Limits shared by the adapters. The key limits are DynamoDB's, so that a key that works on the embedded
+// store also works on DynamoDB.
+const (
+	// MaxPKBytes is the longest partition key, in bytes.
+	MaxPKBytes = 2048
+	// MaxSKBytes is the longest sort key, in bytes.
+	MaxSKBytes = 1024
+	// DefaultPageSize is the number of items a Query with Limit 0 returns at most.
+	DefaultPageSize = 100
+)
+
+// ErrInvalidTx reports a malformed transaction: unknown op or condition kind, invalid key, a counter with
+// Count 0, a nil Build, or two actions on one key. Nothing is written.
+var ErrInvalidTx = errors.New("invalid transaction")
+
+// ErrDuplicateKey reports two actions on one key in a transaction (the counter counts as an action). Errors
+// wrapping it also wrap ErrInvalidTx.
+var ErrDuplicateKey = errors.New("two actions on one key")
+
+// ErrInvalidKey reports an empty or over-long key. Errors wrapping it from Commit also wrap ErrInvalidTx.
+var ErrInvalidKey = errors.New("invalid key")
+
+// ErrInvalidQuery reports a malformed query (invalid partition key or negative limit).
+var ErrInvalidQuery = errors.New("invalid query")
+
+// ErrCorrupt reports a stored value that cannot be decoded, such as a counter that is not decimal.
+var ErrCorrupt = errors.New("corrupt stored item")
+
+// ValidateKey checks that k has a non-empty partition key of at most MaxPKBytes and a non-empty sort key of
+// at most MaxSKBytes. DynamoDB rejects empty key attributes, so the embedded adapters do too.
+func ValidateKey(k port.Key) error {
+	switch {
+	case k.PK == "":
+		return fmt.Errorf("%w: empty partition key", ErrInvalidKey)
+	case len(k.PK) > MaxPKBytes:
+		return fmt.Errorf("%w: partition key of %d bytes (max %d)", ErrInvalidKey, len(k.PK), MaxPKBytes)
+	case k.SK == "":
+		return fmt.Errorf("%w: empty sort key (partition %q)", ErrInvalidKey, k.PK)
+	case len(k.SK) > MaxSKBytes:
+		return fmt.Errorf("%w: sort key of %d bytes (max %d)", ErrInvalidKey, len(k.SK), MaxSKBytes)
+	}
+	return nil
+}
+
+// CloneItem returns a deep copy of it. A nil Attrs map or Data slice stays nil.
+func CloneItem(it port.Item) port.Item {
+	out := port.Item{Key: it.Key}
+	if it.Attrs != nil {
+		out.Attrs = make(map[string]string, len(it.Attrs))
+		for k, v := range it.Attrs {
+			out.Attrs[k] = v
+		}
+	}
+	if it.Data != nil {
+		out.Data = append(make([]byte, 0, len(it.Data)), it.Data...)
+	}
+	return out
+}
+
+// CounterValue returns the last allocated value held by a counter item: its port.CounterAttr attribute in
+// decimal, 0 when the item or the attribute is absent.
+func CounterValue(it port.Item, found bool) (uint64, error) {
+	if !found {
+		return 0, nil
+	}
+	s, ok := it.Attrs[port.CounterAttr]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: counter %s holds %q", ErrCorrupt, it.Key, s)
+	}
+	return n, nil
+}
+
+// Commit runs tx against v as described in the package documentation and returns the first allocated
+// counter value (0 without a counter). maxOps is the adapter's port.ItemStore.MaxOps. A failed condition
+// returns a *port.ConditionFailedError (not wrapped). Any error other than one from a View write means
+// nothing was written; after a View write error the caller must roll back.
+func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("kv: commit: %w", err)
+	}
+	if tx.Build == nil {
+		return 0, fmt.Errorf("kv: commit: %w: nil Build", ErrInvalidTx)
+	}
+
+	// Counter allocation.
+	var (
+		first, last uint64
+		counter     port.Item
+	)
+	if tx.Counter != nil {
+		if err := ValidateKey(*tx.Counter); err != nil {
+			return 0, fmt.Errorf("kv: commit: counter: %w: %w", ErrInvalidTx, err)
+		}
+		if tx.Count == 0 {
+			return 0, fmt.Errorf("kv: commit: %w: counter with Count 0", ErrInvalidTx)
+		}
+		cur, found, err := v.Get(*tx.Counter)
+		if err != nil {
+			return 0, fmt.Errorf("kv: commit: read counter %s: %w", *tx.Counter, err)
+		}
+		n, err := CounterValue(cur, found)
+		if err != nil {
+			return 0, fmt.Errorf("kv: commit: %w", err)
+		}
+		if tx.Count > tx.Max || n > tx.Max-tx.Count {
+			return 0, fmt.Errorf("kv: commit: counter %s at %d, %d more would pass %d: %w",
+				*tx.Counter, n, tx.Count, tx.Max, port.ErrCounterExhausted)
+		}
+		first, last = n+1, n+tx.Count
+		if found {
+			counter = CloneItem(cur)
+		}
+		counter.Key = *tx.Counter
+		if counter.Attrs == nil {
+			counter.Attrs = make(map[string]string, 1)
+		}
+		counter.Attrs[port.CounterAttr] = strconv.FormatUint(last, 10)
+	}
+
+	ops, err := tx.Build(first)
+	if err != nil {
+		return 0, fmt.Errorf("kv: commit: build: %w", err)
+	}
+
+	// Shape validation.
+	n := len(ops)
+	if tx.Counter != nil {
+		n++
+	}
+	if n > maxOps {
+		return 0, fmt.Errorf("kv: commit: %d actions (max %d): %w", n, maxOps, port.ErrTooManyOps)
+	}
+	seen := make(map[port.Key]int, n)
+	if tx.Counter != nil {
+		seen[*tx.Counter] = -1
+	}
+	for i, op := range ops {
+		if err := validateOp(op); err != nil {
+			return 0, fmt.Errorf("kv: commit: op %d: %w: %w", i, ErrInvalidTx, err)
+		}
+		if j, dup := seen[op.Item.Key]; dup {
+			what := fmt.Sprintf("op %d", j)
+			if j < 0 {
+				what = "the counter"
+			}
+			return 0, fmt.Errorf("kv: commit: op %d (%s) and %s: %w: %w", i, op.Item.Key, what, ErrInvalidTx, ErrDuplicateKey)
+		}
+		seen[op.Item.Key] = i
+	}
+
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("kv: commit: %w", err)
+	}
+
+	// Every condition against the state before any write.
+	for i, op := range ops {
+		if op.Cond.Kind == port.CondNone {
+			continue
+		}
+		cur, found, err := v.Get(op.Item.Key)
+		if err != nil {
+			return 0, fmt.Errorf("kv: commit: read %s: %w", op.Item.Key, err)
+		}
+		if !op.Cond.Holds(cur, found) {
+			return 0, &port.ConditionFailedError{Index: i, Key: op.Item.Key}
+		}
+	}
+
+	// Writes. From here on an error leaves partial writes the caller must roll back.
+	for i, op := range ops {
+		switch op.Kind {
+		case port.OpPut:
+			err = v.Put(CloneItem(op.Item))
+		case port.OpDelete:
+			err = v.Delete(op.Item.Key)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("kv: commit: apply op %d (%s): %w", i, op.Item.Key, err)
+		}
+	}
+	if tx.Counter != nil {
+		if err := v.Put(counter); err != nil {
+			return 0, fmt.Errorf("kv: commit: write counter %s: %w", counter.Key, err)
+		}
+	}
+	return first, nil
+}
+
+func validateOp(op port.Op) error {
+	switch op.Kind {
+	case port.OpPut, port.OpDelete, port.OpCheck:
+	default:
+		return fmt.Errorf("unknown op kind %d", op.Kind)
+	}
+	switch op.Cond.Kind {
+	case port.CondNone, port.CondExists, port.CondNotExists:
+	case port.CondAttrEquals:
+		if op.Cond.Attr == "" {
+			return errors.New("attribute condition without an attribute name")
+		}
+	default:
+		return fmt.Errorf("unknown condition kind %d", op.Cond.Kind)
+	}
+	if op.Kind == port.OpCheck && op.Cond.Kind == port.CondNone {
+		return errors.New("check without a condition")
+	}
+	if op.Kind == port.OpPut {
+		if _, ok := op.Item.Attrs[""]; ok {
+			return errors.New("empty attribute name")
+		}
+	}
+	return ValidateKey(op.Item.Key)
+}
+
+// Query reads one partition through r within q's bounds: sort keys greater than After (when set) and at most
+// UpTo (when set), at most Limit items (DefaultPageSize when 0), in ascending sort-key order.
+func Query(ctx context.Context, r Ranger, q port.Query) ([]port.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kv: query: %w", err)
+	}
+	if q.PK == "" || len(q.PK) > MaxPKBytes {
+		return nil, fmt.Errorf("kv: query: %w: partition key of %d bytes", ErrInvalidQuery, len(q.PK))
+	}
+	if q.Limit < 0 {
+		return nil, fmt.Errorf("kv: query: %w: negative limit %d", ErrInvalidQuery, q.Limit)
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultPageSize
+	}
+	out := []port.Item{}
+	if q.UpTo != "" && q.After >= q.UpTo {
+		return out, nil
+	}
+	err := r.Scan(q.PK, q.After, func(it port.Item) bool {
+		if q.UpTo != "" && it.SK > q.UpTo {
+			return false
+		}
+		out = append(out, it)
+		return len(out) < limit
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kv: query %q: %w", q.PK, err)
+	}
+	return out, nil
+}
