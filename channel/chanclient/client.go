@@ -1,0 +1,298 @@
+// Package chanclient lets committers publish to, close and count channels of
+// the channel service, either over its internal HTTP API ([Client]) or
+// in-process ([InProcess]); both implement [API], and both report errors
+// that wrap the same sentinels (channel.ErrInvalidName, channel.ErrTextTooLarge,
+// channel.ErrInvalidText, channel.ErrReasonTooLarge,
+// chanservice.ErrInvalidSpaceID), so callers can use either.
+//
+// Publishing is best-effort notification: the client does not retry, since a
+// lost notification is harmless (subscribers replay from the durable feed)
+// and a retried one may be delivered twice.
+package chanclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/waypost/waypost/channel"
+	"github.com/waypost/waypost/channel/chanservice"
+)
+
+// API is the committer's view of the channel service.
+type API interface {
+	// Publish publishes text on a space's channel and returns the number
+	// of subscriptions it was delivered to.
+	Publish(ctx context.Context, spaceID, name, text string) (int, error)
+	// Close closes a space's channel with reason and returns the number of
+	// subscriptions closed.
+	Close(ctx context.Context, spaceID, name, reason string) (int, error)
+	// Count returns the number of subscriptions of a space's channel.
+	Count(ctx context.Context, spaceID, name string) (int, error)
+}
+
+// DefaultTimeout bounds each call of a Client unless WithTimeout says
+// otherwise.
+const DefaultTimeout = 5 * time.Second
+
+// maxResponseBytes bounds the response bodies the client reads.
+const maxResponseBytes = 64 << 10
+
+// ErrUnauthorized reports that the service rejected the internal secret.
+var ErrUnauthorized = errors.New("chanclient: unauthorized")
+
+// Error is an error response of the internal API. It unwraps to the
+// matching sentinel (see chanservice.SentinelFor, plus ErrUnauthorized for
+// 401), if any.
+type Error struct {
+	StatusCode int    // HTTP status
+	Code       string // the "code" member, empty if the body was not an API error
+	Message    string // the "message" member, or the status text
+	sentinel   error
+}
+
+// Error returns a description including status, code and message.
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("chanclient: HTTP %d: %s", e.StatusCode, e.Message)
+	}
+	return fmt.Sprintf("chanclient: HTTP %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// Unwrap returns the sentinel error matching the code, or nil.
+func (e *Error) Unwrap() error { return e.sentinel }
+
+// Client calls the internal API of a remote channel service. It is safe for
+// concurrent use.
+type Client struct {
+	base    *url.URL
+	secret  string
+	hc      *http.Client
+	timeout time.Duration
+}
+
+var _ API = (*Client)(nil)
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client use hc instead of its own http.Client.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithTimeout bounds each call (including connecting and reading the
+// response) by d; d <= 0 means no bound other than the context's.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// New returns a client for the service at baseURL (scheme and host, with an
+// optional path prefix), authenticating with the internal secret.
+func New(baseURL, secret string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("chanclient: base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("chanclient: base URL %q: want http(s)://host[/prefix]", baseURL)
+	}
+	if secret == "" {
+		return nil, errors.New("chanclient: empty secret")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	c := &Client{base: u, secret: secret, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		c.hc = &http.Client{
+			Transport: t,
+			// Never follow redirects: the secret is for this service only.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return c, nil
+}
+
+// CloseIdleConnections closes the client's idle keep-alive connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Publish implements API over HTTP.
+func (c *Client) Publish(ctx context.Context, spaceID, name, text string) (int, error) {
+	var out struct {
+		Delivered *int `json:"delivered"`
+	}
+	if err := c.do(ctx, http.MethodPost, spaceID, name, "publish", map[string]string{"text": text}, &out); err != nil {
+		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
+	}
+	if out.Delivered == nil {
+		return 0, fmt.Errorf("chanclient: publish to %q/%q: response lacks \"delivered\"", spaceID, name)
+	}
+	return *out.Delivered, nil
+}
+
+// Close implements API over HTTP.
+func (c *Client) Close(ctx context.Context, spaceID, name, reason string) (int, error) {
+	var out struct {
+		Closed *int `json:"closed"`
+	}
+	if err := c.do(ctx, http.MethodPost, spaceID, name, "close", map[string]string{"reason": reason}, &out); err != nil {
+		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
+	}
+	if out.Closed == nil {
+		return 0, fmt.Errorf("chanclient: close %q/%q: response lacks \"closed\"", spaceID, name)
+	}
+	return *out.Closed, nil
+}
+
+// Count implements API over HTTP.
+func (c *Client) Count(ctx context.Context, spaceID, name string) (int, error) {
+	var out struct {
+		Count *int `json:"count"`
+	}
+	if err := c.do(ctx, http.MethodGet, spaceID, name, "count", nil, &out); err != nil {
+		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+	}
+	if out.Count == nil {
+		return 0, fmt.Errorf("chanclient: count %q/%q: response lacks \"count\"", spaceID, name)
+	}
+	return *out.Count, nil
+}
+
+// do performs one call and decodes a 200 response into out.
+func (c *Client) do(ctx context.Context, method, spaceID, name, op string, in any, out any) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	// Empty segments cannot be expressed in the path; report them as the
+	// service would.
+	if spaceID == "" {
+		return fmt.Errorf("empty space id: %w", chanservice.ErrInvalidSpaceID)
+	}
+	if name == "" {
+		return fmt.Errorf("empty channel name: %w", channel.ErrInvalidName)
+	}
+	u := *c.base
+	u.Path = c.base.Path + "/internal/v0/spaces/" + spaceID + "/channels/" + name + "/" + op
+	u.RawPath = c.base.EscapedPath() + "/internal/v0/spaces/" + escapeSegment(spaceID) + "/channels/" + escapeSegment(name) + "/" + op
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.secret)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return apiError(resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decoding response: %w", err)
+	}
+	return nil
+}
+
+// escapeSegment escapes one path segment. The dot segments "." and ".." (valid
+// channel names) are percent-encoded so that path cleaning does not remove
+// them.
+func escapeSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+// apiError builds the Error of a non-200 response.
+func apiError(status int, data []byte) error {
+	e := &Error{StatusCode: status, Message: http.StatusText(status)}
+	var body struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Code != "" {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+		e.sentinel = chanservice.SentinelFor(e.Code)
+	}
+	if status == http.StatusUnauthorized {
+		e.sentinel = ErrUnauthorized
+	}
+	return e
+}
+
+// InProcess implements API directly on a chanservice.Service in the same
+// process (embedded mode). It is safe for concurrent use.
+type InProcess struct {
+	svc *chanservice.Service
+}
+
+var _ API = (*InProcess)(nil)
+
+// NewInProcess returns an API backed by svc's hubs.
+func NewInProcess(svc *chanservice.Service) *InProcess { return &InProcess{svc: svc} }
+
+// Publish implements API in-process. A done ctx is reported before anything
+// is published.
+func (p *InProcess) Publish(ctx context.Context, spaceID, name, text string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
+	}
+	n, err := p.svc.Publish(spaceID, name, text)
+	if err != nil {
+		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
+	}
+	return n, nil
+}
+
+// Close implements API in-process. A done ctx is reported before anything
+// is closed.
+func (p *InProcess) Close(ctx context.Context, spaceID, name, reason string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
+	}
+	n, err := p.svc.Close(spaceID, name, reason)
+	if err != nil {
+		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
+	}
+	return n, nil
+}
+
+// Count implements API in-process.
+func (p *InProcess) Count(ctx context.Context, spaceID, name string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+	}
+	n, err := p.svc.Count(spaceID, name)
+	if err != nil {
+		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+	}
+	return n, nil
+}

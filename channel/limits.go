@@ -1,0 +1,110 @@
+package channel
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxNameBytes is the maximum length of a channel name in bytes. It is part
+// of the name grammar, not a tunable limit.
+const MaxNameBytes = 64
+
+// Specification defaults for [Limits].
+const (
+	DefaultMaxChannels                = 64
+	DefaultMaxSubscriptionsPerChannel = 256
+	DefaultMaxBacklogBytes            = 1 << 20 // 1 MiB
+	DefaultMaxTextBytes               = 65536
+	DefaultMaxReasonBytes             = 1024
+	DefaultMaxWaitTimeout             = 3_600_000 * time.Millisecond
+)
+
+// Limits holds the numeric limits of one hub. A zero or negative field means
+// the specification default. The specification requires hosts to use values
+// not lower than the defaults or to report the deviation explicitly; lower
+// values are accepted (tests use them) and are the caller's responsibility to
+// report.
+type Limits struct {
+	// MaxChannels is the maximum number of channels that exist at once in
+	// the hub (default 64). Exceeding it yields ErrTooManyChannels.
+	MaxChannels int
+	// MaxSubscriptionsPerChannel is the maximum number of live
+	// subscriptions on one channel (default 256). Exceeding it yields
+	// ErrTooManySubscriptions.
+	MaxSubscriptionsPerChannel int
+	// MaxBacklogBytes is the largest unread backlog, in text bytes, a
+	// subscription may hold (default 1 MiB). A publish that would make the
+	// backlog exceed it evicts the subscription instead. The same number
+	// also bounds the count of queued messages (only reachable with empty
+	// messages).
+	MaxBacklogBytes int
+	// MaxTextBytes is the largest publishable text in bytes (default 65536).
+	MaxTextBytes int
+	// MaxReasonBytes is the longest close reason in bytes (default 1024).
+	MaxReasonBytes int
+	// MaxWaitTimeout is the longest wait timeout (default 3,600,000 ms).
+	MaxWaitTimeout time.Duration
+}
+
+// DefaultLimits returns the specification's limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxChannels:                DefaultMaxChannels,
+		MaxSubscriptionsPerChannel: DefaultMaxSubscriptionsPerChannel,
+		MaxBacklogBytes:            DefaultMaxBacklogBytes,
+		MaxTextBytes:               DefaultMaxTextBytes,
+		MaxReasonBytes:             DefaultMaxReasonBytes,
+		MaxWaitTimeout:             DefaultMaxWaitTimeout,
+	}
+}
+
+// withDefaults replaces every zero or negative field by its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxChannels <= 0 {
+		l.MaxChannels = d.MaxChannels
+	}
+	if l.MaxSubscriptionsPerChannel <= 0 {
+		l.MaxSubscriptionsPerChannel = d.MaxSubscriptionsPerChannel
+	}
+	if l.MaxBacklogBytes <= 0 {
+		l.MaxBacklogBytes = d.MaxBacklogBytes
+	}
+	if l.MaxTextBytes <= 0 {
+		l.MaxTextBytes = d.MaxTextBytes
+	}
+	if l.MaxReasonBytes <= 0 {
+		l.MaxReasonBytes = d.MaxReasonBytes
+	}
+	if l.MaxWaitTimeout <= 0 {
+		l.MaxWaitTimeout = d.MaxWaitTimeout
+	}
+	return l
+}
+
+// BacklogReason returns the end reason reported by Wait for a subscription
+// evicted because its backlog exceeded MaxBacklogBytes (after defaults are
+// applied). With the default limit it is "evicted: backlog exceeded 1 MiB".
+// Every such reason starts with [ReasonBacklogPrefix].
+func (l Limits) BacklogReason() string {
+	n := l.withDefaults().MaxBacklogBytes
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%s exceeded %d MiB", ReasonBacklogPrefix, n>>20)
+	}
+	return fmt.Sprintf("%s exceeded %d bytes", ReasonBacklogPrefix, n)
+}
+
+// End reasons produced by the hub itself. Close reasons are chosen by the
+// caller of [Hub.Close].
+const (
+	// ReasonUnsubscribed is reported for a subscription cancelled with
+	// [Scope.Unsubscribe].
+	ReasonUnsubscribed = "unsubscribed"
+	// ReasonScopeEnded is reported for a subscription cancelled because its
+	// scope ended with leftover subscriptions.
+	ReasonScopeEnded = "unsubscribed: scope ended"
+	// ReasonBacklogPrefix starts every backlog-eviction reason; see
+	// [Limits.BacklogReason]. It contains the word "backlog" (the
+	// specification's 积压).
+	ReasonBacklogPrefix = "evicted: backlog"
+)
