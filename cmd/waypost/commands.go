@@ -6,5 +6,15 @@ import "github.com/spf13/cobra"
 func commands() []*cobra.Command {
 	return []*cobra.Command{
 		newServeCmd(),
+		newChannelServeCmd(),
+		newMCPConfigCmd(),
+		newBenchCmd(),
+		newAdminCmd(),
+		newSendCmd(),
+		newInboxCmd(),
+		newAckCmd(),
+		newStatusCmd(),
+		newGetCmd(),
+		newDescribeCmd(),
 	}
 }

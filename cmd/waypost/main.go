@@ -20,7 +20,7 @@ func main() {
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "waypost:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err)) // 2 for usage errors, 1 otherwise
 	}
 }
 

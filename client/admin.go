@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/waypost/waypost/domain"
+)
+
+// Admin calls the control plane (/admin/v0) with the instance admin secret. The secret is for the
+// instance owner only; never hand it to an agent. Admin is safe for concurrent use.
+type Admin struct {
+	t transport
+}
+
+// NewAdmin returns a control-plane client for the service at baseURL that authenticates with secret
+// (WAYPOST_ADMIN_SECRET). An invalid baseURL is reported by every call.
+func NewAdmin(baseURL, secret string, opts ...Option) *Admin {
+	return &Admin{t: newTransport(baseURL, secret, opts)}
+}
+
+// String describes the admin client without its secret.
+func (a *Admin) String() string { return "waypost.Admin(" + a.t.base + ", secret redacted)" }
+
+// GoString describes the admin client without its secret.
+func (a *Admin) GoString() string { return a.String() }
+
+// emptyBody is the body of revoke and rotate calls.
+type emptyBody struct{}
+
+func spacePath(spaceID string) string { return "/admin/v0/spaces/" + seg(spaceID) }
+
+// normalizedFilter returns a copy of f with every list present (the wire form has arrays, never null).
+func normalizedFilter(f *domain.Filter) *domain.Filter {
+	if f == nil {
+		return nil
+	}
+	n := f.Normalize()
+	return &n
+}
+
+// CreateSpace creates a space with its default recipient actor and stable source_uri
+// (POST /admin/v0/spaces).
+func (a *Admin) CreateSpace(ctx context.Context, req domain.CreateSpaceRequest) (domain.SpaceResult, error) {
+	var out domain.SpaceResult
+	err := a.t.do(ctx, http.MethodPost, "/admin/v0/spaces", nil, req, &out)
+	return out, err
+}
+
+// GetSpace returns a space (GET /admin/v0/spaces/{space_id}).
+func (a *Admin) GetSpace(ctx context.Context, spaceID string) (domain.SpaceResult, error) {
+	var out domain.SpaceResult
+	err := a.t.do(ctx, http.MethodGet, spacePath(spaceID), nil, nil, &out)
+	return out, err
+}
+
+// CreateActor adds an actor to a space (POST …/actors).
+func (a *Admin) CreateActor(ctx context.Context, spaceID string, req domain.CreateActorRequest) (domain.ActorResult, error) {
+	var out domain.ActorResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/actors", nil, req, &out)
+	return out, err
+}
+
+// RevokeActor revokes an actor and so every credential of it (POST …/actors/{actor_id}/revoke).
+func (a *Admin) RevokeActor(ctx context.Context, spaceID, actorID string) (domain.ActorResult, error) {
+	var out domain.ActorResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/actors/"+seg(actorID)+"/revoke", nil, emptyBody{}, &out)
+	return out, err
+}
+
+// CreateConsumer creates a consumer of an actor with a view and a fixed filter (POST …/consumers).
+func (a *Admin) CreateConsumer(ctx context.Context, spaceID string, req domain.CreateConsumerRequest) (domain.ConsumerResult, error) {
+	var out domain.ConsumerResult
+	req.Filter = normalizedFilter(req.Filter)
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/consumers", nil, req, &out)
+	return out, err
+}
+
+// UpdateConsumer changes a consumer's view or filter and bumps its view_revision
+// (PATCH …/consumers/{consumer_id}); old cursors then get CURSOR_SCOPE_CHANGED.
+func (a *Admin) UpdateConsumer(ctx context.Context, spaceID, consumerID string, req domain.UpdateConsumerRequest) (domain.ConsumerResult, error) {
+	var out domain.ConsumerResult
+	req.Filter = normalizedFilter(req.Filter)
+	err := a.t.do(ctx, http.MethodPatch, spacePath(spaceID)+"/consumers/"+seg(consumerID), nil, req, &out)
+	return out, err
+}
+
+// CreateCollection creates an empty memory collection with an immutable scope text (POST …/collections).
+func (a *Admin) CreateCollection(ctx context.Context, spaceID string, req domain.CreateCollectionRequest) (domain.CollectionResult, error) {
+	var out domain.CollectionResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/collections", nil, req, &out)
+	return out, err
+}
+
+// CreateGrant gives an actor a permission (POST …/grants).
+func (a *Admin) CreateGrant(ctx context.Context, spaceID string, req domain.CreateGrantRequest) (domain.GrantResult, error) {
+	var out domain.GrantResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/grants", nil, req, &out)
+	return out, err
+}
+
+// RevokeGrant revokes a grant (POST …/grants/{grant_id}/revoke).
+func (a *Admin) RevokeGrant(ctx context.Context, spaceID, grantID string) (domain.GrantResult, error) {
+	var out domain.GrantResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/grants/"+seg(grantID)+"/revoke", nil, emptyBody{}, &out)
+	return out, err
+}
+
+// CreateToken issues a data-plane bearer token (POST …/tokens). The secret is in the result's Token only
+// this once; a replay of the same request_id returns the token_id without it.
+func (a *Admin) CreateToken(ctx context.Context, spaceID string, req domain.CreateTokenRequest) (domain.TokenResult, error) {
+	var out domain.TokenResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/tokens", nil, req, &out)
+	return out, err
+}
+
+// RevokeToken revokes a token (POST …/tokens/{token_id}/revoke).
+func (a *Admin) RevokeToken(ctx context.Context, spaceID, tokenID string) (domain.TokenResult, error) {
+	var out domain.TokenResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/tokens/"+seg(tokenID)+"/revoke", nil, emptyBody{}, &out)
+	return out, err
+}
+
+// RotateToken replaces a token's secret, keeping its ID, actor, consumer and scopes
+// (POST …/tokens/{token_id}/rotate). The new secret is in the result's Token.
+func (a *Admin) RotateToken(ctx context.Context, spaceID, tokenID string) (domain.TokenResult, error) {
+	var out domain.TokenResult
+	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/tokens/"+seg(tokenID)+"/rotate", nil, emptyBody{}, &out)
+	return out, err
+}

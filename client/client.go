@@ -1,0 +1,304 @@
+// Package client is a typed Go client for the Waypost HTTP API: the data plane under /v0 (SUPPLEMENT §11.1)
+// with a bearer token, and the control plane under /admin/v0 (SUPPLEMENT §11.3) with the instance admin
+// secret. Requests and results are the domain package's wire types, so there is one definition of every
+// shape. Failures reported by the service are *Error; failures where no envelope came back are
+// *TransportError.
+//
+// The client never logs, and never puts a credential in an error message or in its String form.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waypost/waypost/domain"
+)
+
+// DefaultTimeout bounds one HTTP exchange unless WithTimeout says otherwise.
+const DefaultTimeout = 30 * time.Second
+
+// maxResponseBytes bounds the size of a response body the client reads.
+const maxResponseBytes = 16 << 20
+
+// Option configures a Client or an Admin.
+type Option func(*options)
+
+type options struct {
+	httpClient *http.Client
+	timeout    time.Duration
+	userAgent  string
+	retryDelay func(retry int, err error) time.Duration
+	onRetry    func(retry int, err error)
+}
+
+// WithHTTPClient makes the client send its requests with hc (default: a dedicated http.Client).
+func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.httpClient = hc } }
+
+// WithTimeout bounds each HTTP exchange (connect, send, read the whole response). Zero or negative means no
+// bound other than the caller's context.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(o *options) { o.userAgent = ua } }
+
+// WithRetryDelay replaces the delay SendWithRetry waits before retry number retry (1 or 2) after err.
+// The default honours Retry-After (capped at 30 s) and otherwise waits 500 ms, then 1 s.
+func WithRetryDelay(f func(retry int, err error) time.Duration) Option {
+	return func(o *options) { o.retryDelay = f }
+}
+
+// WithRetryNotify registers f, called by SendWithRetry before retry number retry (1 or 2) with the error
+// that caused it. Use it to tell a user that a retry with the same request_id is under way.
+func WithRetryNotify(f func(retry int, err error)) Option { return func(o *options) { o.onRetry = f } }
+
+func defaultRetryDelay(retry int, err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		return min(e.RetryAfter, 30*time.Second)
+	}
+	return time.Duration(retry) * 500 * time.Millisecond
+}
+
+// transport performs envelope exchanges with one credential.
+type transport struct {
+	base   string // scheme://host[/prefix], no trailing slash
+	cred   string // bearer credential; never printed
+	hc     *http.Client
+	opts   options
+	badURL error
+}
+
+func newTransport(baseURL, cred string, opts []Option) transport {
+	o := options{timeout: DefaultTimeout, userAgent: "waypost-go-client/" + domain.APIVersion, retryDelay: defaultRetryDelay}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := transport{cred: cred, opts: o, hc: o.httpClient}
+	if t.hc == nil {
+		t.hc = &http.Client{}
+	}
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	switch {
+	case err != nil:
+		t.badURL = fmt.Errorf("client: invalid base URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		t.badURL = fmt.Errorf("client: base URL %q must be http(s)://host[:port]", baseURL)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		t.badURL = fmt.Errorf("client: base URL must not carry credentials, a query or a fragment")
+	default:
+		t.base = strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
+	}
+	return t
+}
+
+// rawEnvelope is the RFC §5.2 result envelope as received.
+type rawEnvelope struct {
+	OK        *bool             `json:"ok"`
+	RequestID string            `json:"request_id"`
+	Data      json.RawMessage   `json:"data"`
+	Error     *domain.WireError `json:"error"`
+}
+
+// do sends one request and decodes the envelope's data into out (when out is not nil).
+func (t *transport) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	if t.badURL != nil {
+		return t.badURL
+	}
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("client: encoding %s %s request: %w", method, path, err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	if t.opts.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.opts.timeout)
+		defer cancel()
+	}
+	target := t.base + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return fmt.Errorf("client: building %s %s request: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if t.opts.userAgent != "" {
+		req.Header.Set("User-Agent", t.opts.userAgent)
+	}
+	if t.cred != "" {
+		req.Header.Set("Authorization", "Bearer "+t.cred)
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return &TransportError{Method: method, Path: path, Err: stripURL(err)}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("reading response: %w", err)}
+	}
+	if len(raw) > maxResponseBytes {
+		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("response larger than %d bytes", maxResponseBytes)}
+	}
+	var env rawEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil || env.OK == nil {
+		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode,
+			Err: fmt.Errorf("response is not a Waypost result envelope (Content-Type %q)", resp.Header.Get("Content-Type"))}
+	}
+	if !*env.OK {
+		if env.Error == nil {
+			return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: errors.New("error envelope without an error object")}
+		}
+		e := &Error{Code: env.Error.Code, Message: env.Error.Message, Retryable: env.Error.Retryable, Details: env.Error.Details,
+			HTTPStatus: resp.StatusCode, RequestID: env.RequestID, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+		if e.Details == nil {
+			e.Details = map[string]any{}
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if len(env.Data) == 0 || string(env.Data) == "null" {
+		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: errors.New("success envelope without data")}
+	}
+	if err := json.Unmarshal(env.Data, out); err != nil {
+		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("decoding data: %w", err)}
+	}
+	return nil
+}
+
+// stripURL removes the *url.Error wrapper (its text repeats the full URL) and keeps the cause.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// seg escapes one path segment.
+func seg(s string) string { return url.PathEscape(s) }
+
+// NewRequestID returns a fresh random request_id ("req_" + 32 hex digits). Save it before sending, so that
+// a retry after a lost response reuses it.
+func NewRequestID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("client: reading random bytes: %v", err)) // crypto/rand does not fail on supported OSes
+	}
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// Client calls the data plane with one bearer token. It is safe for concurrent use.
+type Client struct {
+	t transport
+}
+
+// New returns a data-plane client for the service at baseURL (e.g. "http://127.0.0.1:8787") that
+// authenticates with token. An invalid baseURL is reported by every call.
+func New(baseURL, token string, opts ...Option) *Client {
+	return &Client{t: newTransport(baseURL, token, opts)}
+}
+
+// String describes the client without its token.
+func (c *Client) String() string { return "waypost.Client(" + c.t.base + ", token redacted)" }
+
+// GoString describes the client without its token.
+func (c *Client) GoString() string { return c.String() }
+
+// BaseURL returns the normalized base URL of the service.
+func (c *Client) BaseURL() string { return c.t.base }
+
+// Describe tells the principal who it is, where it may send, the actual limits and the capabilities
+// (GET /v0/describe).
+func (c *Client) Describe(ctx context.Context) (domain.DescribeResult, error) {
+	var out domain.DescribeResult
+	err := c.t.do(ctx, http.MethodGet, "/v0/describe", nil, nil, &out)
+	return out, err
+}
+
+// Send publishes a message once (POST /v0/messages). req.RequestID must be set; a lost response is
+// recovered with Status or by sending the same request again (see SendWithRetry).
+func (c *Client) Send(ctx context.Context, req domain.SendRequest) (domain.SendResult, error) {
+	var out domain.SendResult
+	if req.Body == nil {
+		req.Body = &domain.MessageBody{}
+	}
+	err := c.t.do(ctx, http.MethodPost, "/v0/messages", nil, req, &out)
+	return out, err
+}
+
+// GetMessage returns a published message with its body (GET /v0/messages/{message_id}).
+func (c *Client) GetMessage(ctx context.Context, messageID string) (domain.Message, error) {
+	var out domain.Message
+	err := c.t.do(ctx, http.MethodGet, "/v0/messages/"+seg(messageID), nil, nil, &out)
+	return out, err
+}
+
+// ReadInbox returns the next page of a consumer's feed after req.Cursor (POST /v0/inbox/read). A nil
+// cursor starts at the beginning of the retained history.
+func (c *Client) ReadInbox(ctx context.Context, req domain.ReadRequest) (domain.Page, error) {
+	var out domain.Page
+	if err := c.t.do(ctx, http.MethodPost, "/v0/inbox/read", nil, req, &out); err != nil {
+		return domain.Page{}, err
+	}
+	if out.Items == nil {
+		out.Items = []domain.FeedItem{}
+	}
+	return out, nil
+}
+
+// Ack records receipts and optionally a checkpoint for a consumer (POST /v0/inbox/ack). req.RequestID must
+// be set.
+func (c *Client) Ack(ctx context.Context, req domain.AckRequest) (domain.AckResult, error) {
+	var out domain.AckResult
+	if req.Items == nil {
+		req.Items = []domain.AckEntry{}
+	}
+	err := c.t.do(ctx, http.MethodPost, "/v0/inbox/ack", nil, req, &out)
+	return out, err
+}
+
+// Status reports the state of one of the caller's own submissions (GET /v0/status). operation is the
+// domain operation name, e.g. domain.OpMessageSend. NOT_FOUND means the service has no reservation for it,
+// which is not proof that nothing happened elsewhere.
+func (c *Client) Status(ctx context.Context, operation, requestID string) (domain.StatusResult, error) {
+	var out domain.StatusResult
+	q := url.Values{"operation": {operation}, "request_id": {requestID}}
+	err := c.t.do(ctx, http.MethodGet, "/v0/status", q, nil, &out)
+	return out, err
+}

@@ -1,0 +1,242 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waypost/waypost/client"
+	"github.com/waypost/waypost/domain"
+)
+
+// sendScript answers POST /v0/messages and GET /v0/status from two lists of actions (one per call; the
+// last action repeats).
+type sendScript struct {
+	sends, statuses []func(c call, w http.ResponseWriter)
+}
+
+func pick(list []func(c call, w http.ResponseWriter), n int) func(c call, w http.ResponseWriter) {
+	if n >= len(list) {
+		n = len(list) - 1
+	}
+	return list[n]
+}
+
+func runScript(t *testing.T, sc sendScript) (*stub, *atomic.Int32, *atomic.Int32) {
+	var nSend, nStatus atomic.Int32
+	s := newStub(t, nil)
+	s.reply = func(c call, w http.ResponseWriter, r *http.Request) {
+		switch c.Method + " " + c.Path {
+		case "POST /v0/messages":
+			pick(sc.sends, int(nSend.Add(1))-1)(c, w)
+		case "GET /v0/status":
+			pick(sc.statuses, int(nStatus.Add(1))-1)(c, w)
+		default:
+			t.Errorf("unexpected call %s %s", c.Method, c.Path)
+		}
+	}
+	return s, &nSend, &nStatus
+}
+
+var sendOK = map[string]any{"submission_state": "committed", "resource_id": "msg_1", "message_id": "msg_1",
+	"thread_id": "thr_1", "committed_at": "2026-10-11T10:00:00Z", "visible_seq": "4"}
+
+func fastRetries(notified *[]int) []client.Option {
+	return []client.Option{
+		client.WithRetryDelay(func(int, error) time.Duration { return time.Millisecond }),
+		client.WithRetryNotify(func(retry int, _ error) { *notified = append(*notified, retry) }),
+	}
+}
+
+func sendReq() domain.SendRequest {
+	return domain.SendRequest{RequestID: "req-retry-1", RecipientIDs: []string{"act_b"}, Subject: "s", Body: &domain.MessageBody{Text: "t"}}
+}
+
+func TestSendWithRetryTransportFailureThenSuccessSameRequestID(t *testing.T) {
+	var sc sendScript
+	sc.sends = []func(call, http.ResponseWriter){
+		func(c call, w http.ResponseWriter) { dropConnection(t, w) },
+		func(c call, w http.ResponseWriter) { okEnvelope(w, c.Body["request_id"].(string), sendOK) },
+	}
+	sc.statuses = []func(call, http.ResponseWriter){
+		func(c call, w http.ResponseWriter) {
+			errEnvelope(w, 404, "rq_s", domain.CodeNotFound, "no submission", nil)
+		},
+	}
+	s, nSend, nStatus := runScript(t, sc)
+	var notified []int
+	res, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	if err != nil || res.ResourceID != "msg_1" || res.VisibleSeq != "4" {
+		t.Fatalf("SendWithRetry = %+v, %v", res, err)
+	}
+	if nSend.Load() != 2 || nStatus.Load() != 1 || !reflect.DeepEqual(notified, []int{1}) {
+		t.Fatalf("sends %d, statuses %d, notified %v", nSend.Load(), nStatus.Load(), notified)
+	}
+	calls := s.seen()
+	var posts []call
+	for _, c := range calls {
+		switch c.Method {
+		case http.MethodPost:
+			posts = append(posts, c)
+		case http.MethodGet:
+			if c.Query != "operation=message.send&request_id=req-retry-1" {
+				t.Errorf("status asked about %q", c.Query)
+			}
+		}
+	}
+	if posts[0].Body["request_id"] != "req-retry-1" || !reflect.DeepEqual(posts[0].Body, posts[1].Body) {
+		t.Fatalf("the retry changed the request: %v vs %v", posts[0].Body, posts[1].Body)
+	}
+	if calls[1].Method != http.MethodGet {
+		t.Fatalf("status must be asked before the retry: %v", calls)
+	}
+}
+
+func TestSendWithRetryLostResponseRecoveredFromStatus(t *testing.T) {
+	s, nSend, nStatus := runScript(t, sendScript{
+		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1",
+				"submission_state": "committed", "resource_id": "msg_1", "result": sendOK})
+		}},
+	})
+	var notified []int
+	res, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	if err != nil || res.ResourceID != "msg_1" || res.ThreadID != "thr_1" || res.SubmissionState != domain.StateCommitted {
+		t.Fatalf("SendWithRetry = %+v, %v", res, err)
+	}
+	if nSend.Load() != 1 || nStatus.Load() != 1 || len(notified) != 0 {
+		t.Fatalf("a committed submission must not be sent again: sends %d statuses %d", nSend.Load(), nStatus.Load())
+	}
+}
+
+func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
+	s, nSend, nStatus := runScript(t, sendScript{
+		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			errEnvelope(w, 503, "req-retry-1", domain.CodeStorageUnavailable, "storage is temporarily unavailable", nil)
+		}},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1",
+				"submission_state": "reserved", "resource_id": "msg_1"})
+		}},
+	})
+	var notified []int
+	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	if !client.IsCode(err, domain.CodeStorageUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	if nSend.Load() != 1+client.MaxSendRetries || nStatus.Load() != 1+client.MaxSendRetries || !reflect.DeepEqual(notified, []int{1, 2}) {
+		t.Fatalf("sends %d (want 3), statuses %d (want 3), notified %v", nSend.Load(), nStatus.Load(), notified)
+	}
+}
+
+func TestSendWithRetryStopsOnConflict(t *testing.T) {
+	s, nSend, nStatus := runScript(t, sendScript{
+		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			errEnvelope(w, 409, "req-retry-1", domain.CodeIdempotencyConflict, "the request ID was already used with different content", nil)
+		}},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
+	})
+	var notified []int
+	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	if !client.IsCode(err, domain.CodeIdempotencyConflict) || nSend.Load() != 1 || nStatus.Load() != 0 {
+		t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
+	}
+}
+
+func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
+	for _, code := range []domain.Code{domain.CodeUnauthenticated, domain.CodeForbidden} {
+		t.Run(string(code), func(t *testing.T) {
+			// The first attempt's outcome is unknown; status then says the credential no longer works.
+			s, nSend, nStatus := runScript(t, sendScript{
+				sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
+				statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+					errEnvelope(w, code.HTTPStatus(), "rq_s", code, "credential problem", nil)
+				}},
+			})
+			var notified []int
+			_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+			if !client.IsCode(err, code) || nSend.Load() != 1 || nStatus.Load() != 1 {
+				t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
+			}
+		})
+	}
+	t.Run("send itself", func(t *testing.T) {
+		s, nSend, nStatus := runScript(t, sendScript{
+			sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+				errEnvelope(w, 401, "rq", domain.CodeUnauthenticated, "missing, malformed, expired or revoked credential", nil)
+			}},
+			statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
+		})
+		var notified []int
+		_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+		if !client.IsCode(err, domain.CodeUnauthenticated) || nSend.Load() != 1 || nStatus.Load() != 0 {
+			t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
+		}
+	})
+}
+
+func TestSendWithRetryFailedSubmissionReturnsStoredError(t *testing.T) {
+	s, nSend, _ := runScript(t, sendScript{
+		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			errEnvelope(w, 500, "req-retry-1", domain.CodeInternal, "internal error", nil)
+		}},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
+			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1", "submission_state": "failed",
+				"error": map[string]any{"code": "RESOURCE_LIMIT", "message": "the space reached visible_seq_max", "retryable": false, "details": map[string]any{}}})
+		}},
+	})
+	var notified []int
+	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	if !client.IsCode(err, domain.CodeResourceLimit) || nSend.Load() != 1 {
+		t.Fatalf("err = %v, sends %d", err, nSend.Load())
+	}
+}
+
+func TestSendWithRetryNeedsRequestID(t *testing.T) {
+	req := sendReq()
+	req.RequestID = ""
+	_, err := client.New("http://127.0.0.1:1", testToken).SendWithRetry(context.Background(), req)
+	if !errors.Is(err, client.ErrNoRequestID) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSendWithRetryStopsWhenContextEnds(t *testing.T) {
+	s, nSend, _ := runScript(t, sendScript{
+		sends:    []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { errEnvelope(w, 404, "rq", domain.CodeNotFound, "none", nil) }},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := client.New(s.srv.URL, testToken,
+		client.WithRetryDelay(func(int, error) time.Duration { cancel(); return time.Hour }))
+	_, err := c.SendWithRetry(ctx, sendReq())
+	if !errors.Is(err, context.Canceled) || nSend.Load() != 1 {
+		t.Fatalf("err = %v, sends %d", err, nSend.Load())
+	}
+}
+
+func TestSendWithRetryHonoursRetryAfter(t *testing.T) {
+	s, nSend, _ := runScript(t, sendScript{
+		sends: []func(call, http.ResponseWriter){
+			func(c call, w http.ResponseWriter) {
+				w.Header().Set("Retry-After", "1")
+				errEnvelope(w, 429, "req-retry-1", domain.CodeRateLimited, "slow down", nil)
+			},
+			func(c call, w http.ResponseWriter) { okEnvelope(w, "req-retry-1", sendOK) },
+		},
+		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { errEnvelope(w, 404, "rq", domain.CodeNotFound, "none", nil) }},
+	})
+	start := time.Now()
+	// The default delay: Retry-After (1 s) rather than the 500 ms default for the first retry.
+	if _, err := client.New(s.srv.URL, testToken).SendWithRetry(context.Background(), sendReq()); err != nil || nSend.Load() != 2 {
+		t.Fatalf("err = %v, sends %d", err, nSend.Load())
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Fatalf("retried after %v, before Retry-After", d)
+	}
+}

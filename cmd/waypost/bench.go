@@ -1,0 +1,483 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// benchOptions are the flags of `waypost bench`.
+type benchOptions struct {
+	url          string
+	adminSecret  string
+	clients      int
+	duration     time.Duration
+	readDuration time.Duration
+	readPage     int
+	maxSends     int64
+	bodyBytes    int
+	allowRemote  bool
+}
+
+// Upper bounds of the flags: the load generator is bounded in time and count.
+const (
+	benchMaxClients  = 1024
+	benchMaxDuration = 10 * time.Minute
+	benchMaxSends    = 10_000_000
+)
+
+func newBenchCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a running server over HTTP: committed message.send/s, latency, inbox.read pages/s",
+		Long: `Measure a running Waypost server over its HTTP API, as clients see it.
+
+bench creates its own space through the control plane (one sender actor and token per client, and an inbox
+consumer of the space's default recipient), then runs two timed phases:
+
+  1. message.send from --clients concurrent clients for --duration (each with unique request IDs),
+  2. inbox.read of --read-page items per page from --clients concurrent readers for --read-duration.
+
+It prints progress every second, then committed sends/s with p50/p90/p99/max latency, error counts by code,
+and read pages/s with p50/p99. Only the server at --url is contacted; it must be on a loopback address
+unless --allow-remote is given. Every run is bounded by its durations and by --max-sends.`,
+		Example: `  waypost serve --data /tmp/wp &
+  WAYPOST_ADMIN_SECRET=$(cat /tmp/wp/admin-secret) waypost bench --clients 32 --duration 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			if !f.Changed("url") {
+				if v := os.Getenv("WAYPOST_URL"); v != "" {
+					o.url = v
+				}
+			}
+			if !f.Changed("admin-secret") {
+				o.adminSecret = os.Getenv("WAYPOST_ADMIN_SECRET")
+			}
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the server (env WAYPOST_URL)")
+	f.StringVar(&o.adminSecret, "admin-secret", "", "control-plane secret (env WAYPOST_ADMIN_SECRET)")
+	f.IntVar(&o.clients, "clients", 32, "concurrent clients in each phase")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "length of the message.send phase")
+	f.DurationVar(&o.readDuration, "read-duration", 5*time.Second, "length of the inbox.read phase (0 skips it)")
+	f.IntVar(&o.readPage, "read-page", 50, "items per inbox.read page")
+	f.Int64Var(&o.maxSends, "max-sends", 1_000_000, "stop the send phase after this many sends")
+	f.IntVar(&o.bodyBytes, "body-bytes", 256, "size of each message's body.text")
+	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow a --url that is not a loopback address")
+	return cmd
+}
+
+func (o *benchOptions) validate() error {
+	switch {
+	case o.adminSecret == "":
+		return errors.New("bench: the admin secret is required (--admin-secret or WAYPOST_ADMIN_SECRET)")
+	case o.clients < 1 || o.clients > benchMaxClients:
+		return fmt.Errorf("bench: --clients must be 1 to %d", benchMaxClients)
+	case o.duration <= 0 || o.duration > benchMaxDuration:
+		return fmt.Errorf("bench: --duration must be more than 0 and at most %v", benchMaxDuration)
+	case o.readDuration < 0 || o.readDuration > benchMaxDuration:
+		return fmt.Errorf("bench: --read-duration must be 0 to %v", benchMaxDuration)
+	case o.readPage < 1 || o.readPage > 200:
+		return errors.New("bench: --read-page must be 1 to 200 (inbox_page_max)")
+	case o.maxSends < 1 || o.maxSends > benchMaxSends:
+		return fmt.Errorf("bench: --max-sends must be 1 to %d", benchMaxSends)
+	case o.bodyBytes < 0 || o.bodyBytes > 49152:
+		return errors.New("bench: --body-bytes must be 0 to 49152 (max_body_text_bytes)")
+	}
+	u, err := url.Parse(o.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("bench: --url must be http(s)://host[:port], got %q", o.url)
+	}
+	o.url = strings.TrimSuffix(o.url, "/")
+	if !o.allowRemote && !isLoopbackHost(u.Hostname()) {
+		return fmt.Errorf("bench: %s is not a loopback address; pass --allow-remote to load it anyway", u.Hostname())
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// benchClient is a minimal HTTP client of the Waypost envelope.
+type benchClient struct {
+	base string
+	http *http.Client
+}
+
+type benchEnvelope struct {
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// do sends one request and returns the envelope's data, or an error whose text starts with the error code
+// (or "transport"/"http_<status>" when there is no envelope).
+func (c *benchClient) do(ctx context.Context, method, path, token string, body any) (json.RawMessage, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, &benchError{code: "transport", err: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, &benchError{code: "transport", err: err}
+	}
+	var env benchEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, &benchError{code: fmt.Sprintf("http_%d", resp.StatusCode), err: errors.New("response is not a JSON envelope")}
+	}
+	if !env.OK {
+		if env.Error == nil {
+			return nil, &benchError{code: fmt.Sprintf("http_%d", resp.StatusCode), err: errors.New("failure without an error object")}
+		}
+		return nil, &benchError{code: env.Error.Code, err: errors.New(env.Error.Message)}
+	}
+	return env.Data, nil
+}
+
+type benchError struct {
+	code string
+	err  error
+}
+
+func (e *benchError) Error() string { return e.code + ": " + e.err.Error() }
+
+func errorCode(err error) string {
+	var be *benchError
+	if errors.As(err, &be) {
+		return be.code
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return "client"
+}
+
+// call performs a request and decodes its data into out.
+func (c *benchClient) call(ctx context.Context, method, path, token string, body, out any) error {
+	data, err := c.do(ctx, method, path, token, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decoding data: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// benchSetup is what bench creates in the server before measuring.
+type benchSetup struct {
+	run            string
+	senderTokens   []string
+	readerToken    string
+	readerConsumer string
+}
+
+func setupBench(ctx context.Context, c *benchClient, o benchOptions) (benchSetup, error) {
+	var s benchSetup
+	rb := make([]byte, 6)
+	if _, err := rand.Read(rb); err != nil {
+		return s, err
+	}
+	s.run = hex.EncodeToString(rb)
+	adm := o.adminSecret
+	var space struct {
+		SpaceID            string `json:"space_id"`
+		DefaultRecipientID string `json:"default_recipient_id"`
+	}
+	if err := c.call(ctx, "POST", "/admin/v0/spaces", adm, map[string]any{"request_id": "bench-" + s.run, "display_name": "bench " + s.run}, &space); err != nil {
+		return s, err
+	}
+	sp := "/admin/v0/spaces/" + space.SpaceID
+	n := 0
+	rid := func() string { n++; return fmt.Sprintf("bench-%s-%d", s.run, n) }
+	var tok struct {
+		Token string `json:"token"`
+	}
+	for i := 0; i < o.clients; i++ {
+		var actor struct {
+			ActorID string `json:"actor_id"`
+		}
+		if err := c.call(ctx, "POST", sp+"/actors", adm, map[string]any{"request_id": rid(), "display_name": fmt.Sprintf("bench sender %d", i)}, &actor); err != nil {
+			return s, err
+		}
+		if err := c.call(ctx, "POST", sp+"/tokens", adm, map[string]any{"request_id": rid(), "actor_id": actor.ActorID, "scopes": []string{"message.send"}}, &tok); err != nil {
+			return s, err
+		}
+		s.senderTokens = append(s.senderTokens, tok.Token)
+	}
+	var con struct {
+		ConsumerID string `json:"consumer_id"`
+	}
+	if err := c.call(ctx, "POST", sp+"/consumers", adm, map[string]any{"request_id": rid(), "actor_id": space.DefaultRecipientID, "view": "inbox"}, &con); err != nil {
+		return s, err
+	}
+	if err := c.call(ctx, "POST", sp+"/tokens", adm, map[string]any{"request_id": rid(), "actor_id": space.DefaultRecipientID, "consumer_id": con.ConsumerID, "scopes": []string{"message.read"}}, &tok); err != nil {
+		return s, err
+	}
+	s.readerToken, s.readerConsumer = tok.Token, con.ConsumerID
+	return s, nil
+}
+
+// phaseStats collects the outcome of one phase across its clients.
+type phaseStats struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	errors    map[string]int64
+	done      atomic.Int64 // successful operations
+	items     atomic.Int64 // items read (read phase)
+}
+
+func newPhaseStats() *phaseStats { return &phaseStats{errors: map[string]int64{}} }
+
+func (p *phaseStats) add(local []time.Duration, errs map[string]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latencies = append(p.latencies, local...)
+	for k, v := range errs {
+		p.errors[k] += v
+	}
+}
+
+func (p *phaseStats) errorCount() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, v := range p.errors {
+		n += v
+	}
+	return n
+}
+
+func (p *phaseStats) errorSummary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errors) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(p.errors))
+	for k := range p.errors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, p.errors[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// percentile returns the nearest-rank q-quantile of sorted durations.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+// progress prints the phase's count every second until stop is closed.
+func progress(w io.Writer, name string, st *phaseStats, start time.Time, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			n := st.done.Load()
+			fmt.Fprintf(w, "[%5.1fs] %s: %d ok (%d/s in the last second), %d errors\n",
+				time.Since(start).Seconds(), name, n, n-last, st.errorCount())
+			last = n
+		}
+	}
+}
+
+func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) error {
+	c := &benchClient{base: o.url, http: &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil, // only ever the given URL
+			MaxIdleConns:        o.clients * 2,
+			MaxIdleConnsPerHost: o.clients * 2,
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}}
+	defer c.http.CloseIdleConnections()
+	fmt.Fprintf(out, "waypost bench against %s: %d clients; message.send for %v (at most %d), then inbox.read of %d-item pages for %v\n",
+		o.url, o.clients, o.duration, o.maxSends, o.readPage, o.readDuration)
+	setup, err := setupBench(ctx, c, o)
+	if err != nil {
+		return fmt.Errorf("bench: setting up a space: %w", err)
+	}
+
+	sends, sendElapsed := benchSends(ctx, c, progressOut, o, setup)
+	sorted := slices.Clone(sends.latencies)
+	slices.Sort(sorted)
+	fmt.Fprintf(out, "message.send: %d committed in %.2fs = %.1f sends/s; latency p50 %s p90 %s p99 %s max %s; errors: %s\n",
+		sends.done.Load(), sendElapsed.Seconds(), float64(sends.done.Load())/sendElapsed.Seconds(),
+		ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.90)), ms(percentile(sorted, 0.99)), ms(percentile(sorted, 1)),
+		sends.errorSummary())
+
+	if o.readDuration > 0 && ctx.Err() == nil {
+		reads, readElapsed := benchReads(ctx, c, progressOut, o, setup)
+		sorted := slices.Clone(reads.latencies)
+		slices.Sort(sorted)
+		pages := reads.done.Load()
+		perPage := 0.0
+		if pages > 0 {
+			perPage = float64(reads.items.Load()) / float64(pages)
+		}
+		fmt.Fprintf(out, "inbox.read(limit %d): %d pages (%.1f items/page) in %.2fs = %.1f pages/s; latency p50 %s p99 %s max %s; errors: %s\n",
+			o.readPage, pages, perPage, readElapsed.Seconds(), float64(pages)/readElapsed.Seconds(),
+			ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99)), ms(percentile(sorted, 1)), reads.errorSummary())
+	}
+	return ctx.Err()
+}
+
+func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
+	st := newPhaseStats()
+	pctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	text := strings.Repeat("x", o.bodyBytes)
+	var issued atomic.Int64
+	start := time.Now()
+	stop := make(chan struct{})
+	go progress(progressOut, "message.send", st, start, stop)
+	var wg sync.WaitGroup
+	for i := 0; i < o.clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := map[string]int64{}
+			for k := 0; pctx.Err() == nil && issued.Add(1) <= o.maxSends; k++ {
+				body := map[string]any{"request_id": fmt.Sprintf("bench-%s-c%d-%d", setup.run, i, k),
+					"subject": "bench", "body": map[string]any{"text": text}}
+				t0 := time.Now()
+				var res struct {
+					SubmissionState string `json:"submission_state"`
+				}
+				err := c.call(pctx, "POST", "/v0/messages", setup.senderTokens[i], body, &res)
+				d := time.Since(t0)
+				switch {
+				case err != nil && pctx.Err() != nil:
+					// cut off by the end of the phase: neither a success nor an error
+				case err != nil:
+					errs[errorCode(err)]++
+				case res.SubmissionState != "committed":
+					errs["state_"+res.SubmissionState]++
+				default:
+					lat = append(lat, d)
+					st.done.Add(1)
+				}
+			}
+			st.add(lat, errs)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	return st, elapsed
+}
+
+func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
+	st := newPhaseStats()
+	pctx, cancel := context.WithTimeout(ctx, o.readDuration)
+	defer cancel()
+	start := time.Now()
+	stop := make(chan struct{})
+	go progress(progressOut, "inbox.read", st, start, stop)
+	var wg sync.WaitGroup
+	for i := 0; i < o.clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := map[string]int64{}
+			var cursor *string
+			for n := int64(0); pctx.Err() == nil && n < benchMaxSends; n++ {
+				var page struct {
+					Items      []json.RawMessage `json:"items"`
+					NextCursor string            `json:"next_cursor"`
+					HasMore    bool              `json:"has_more"`
+				}
+				t0 := time.Now()
+				err := c.call(pctx, "POST", "/v0/inbox/read", setup.readerToken,
+					map[string]any{"consumer_id": setup.readerConsumer, "cursor": cursor, "limit": o.readPage}, &page)
+				d := time.Since(t0)
+				switch {
+				case err != nil && pctx.Err() != nil:
+				case err != nil:
+					errs[errorCode(err)]++
+				default:
+					lat = append(lat, d)
+					st.done.Add(1)
+					st.items.Add(int64(len(page.Items)))
+					cursor = &page.NextCursor
+					if !page.HasMore {
+						cursor = nil // start over from the beginning of the feed
+					}
+				}
+			}
+			st.add(lat, errs)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	return st, elapsed
+}
