@@ -139,5 +139,10 @@ func AsError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: "internal error", cause: err}
 }
 
-// CodeOf returns the public code of err (INTERNAL for unknown errors).
-func CodeOf(err error) Code { return AsError(err).Code }
+// CodeOf returns the public code of err: "" for nil, INTERNAL for unknown errors.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	return AsError(err).Code
+}

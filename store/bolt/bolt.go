@@ -22,12 +22,12 @@
 //
 // # Commit
 //
-// Commits go through bbolt's db.Batch, which groups concurrent commits into one write transaction and one
-// fsync. A batch function that returns an error makes bbolt roll back the whole batch and re-run that function
-// alone, so a transaction that fails for its own reasons (condition, counter exhausted, invalid, Build error)
-// records its error in a variable and returns nil having written nothing; only a failed bbolt write (after
-// which the partial writes must be rolled back) is returned to bbolt. The batch function may run more than
-// once; it resets its results each time, and Build may therefore be called more than once (the port allows it).
+// Concurrent commits share one write transaction and one fsync (group commit without a timer, see
+// groupCommitter): commits that arrive while a batch is syncing form the next batch. A transaction that
+// fails for its own reasons (condition, counter exhausted, invalid, Build error) writes nothing and keeps
+// its own error; one that fails after writing (a failed bbolt write) makes the batch roll back, and every
+// commit of that batch then runs alone. A commit function may therefore run more than once; it resets its
+// results each time, and Build may be called more than once (the port allows it).
 //
 // fsync is on unless Options.NoSync is set (tests only). I/O failures of the file system and a full database
 // are reported wrapping port.ErrUnavailable; a closed store reports ErrClosed.
@@ -59,9 +59,6 @@ const MaxOps = 1000
 const (
 	// DefaultMaxBatchSize is the default Options.MaxBatchSize (bbolt's own default).
 	DefaultMaxBatchSize = 1000
-	// DefaultMaxBatchDelay is the default Options.MaxBatchDelay. It bounds the latency a lone commit pays
-	// waiting for company; concurrent commits also batch up while a previous batch is syncing.
-	DefaultMaxBatchDelay = 2 * time.Millisecond
 	// DefaultLockTimeout is the default Options.LockTimeout.
 	DefaultLockTimeout = 5 * time.Second
 )
@@ -84,8 +81,6 @@ type Options struct {
 	NoSync bool
 	// MaxBatchSize is the most commits grouped into one write transaction (0: DefaultMaxBatchSize).
 	MaxBatchSize int
-	// MaxBatchDelay is the longest a commit waits for others to join its batch (0: DefaultMaxBatchDelay).
-	MaxBatchDelay time.Duration
 	// LockTimeout is how long Open waits for the file lock held by another process or Store
 	// (0: DefaultLockTimeout).
 	LockTimeout time.Duration
@@ -93,7 +88,8 @@ type Options struct {
 
 // Store is the embedded port.ItemStore. It is safe for concurrent use.
 type Store struct {
-	db *bbolt.DB
+	db    *bbolt.DB
+	group *groupCommitter
 	// failWrite, set only by this package's tests before use, makes item writes fail.
 	failWrite func(port.Key) error
 }
@@ -102,14 +98,11 @@ var _ port.ItemStore = (*Store)(nil)
 
 // Open opens or creates the database file at path (mode 0600).
 func Open(path string, opts Options) (*Store, error) {
-	if opts.MaxBatchSize < 0 || opts.MaxBatchDelay < 0 || opts.LockTimeout < 0 {
+	if opts.MaxBatchSize < 0 || opts.LockTimeout < 0 {
 		return nil, fmt.Errorf("bolt: open %s: negative option", path)
 	}
 	if opts.MaxBatchSize == 0 {
 		opts.MaxBatchSize = DefaultMaxBatchSize
-	}
-	if opts.MaxBatchDelay == 0 {
-		opts.MaxBatchDelay = DefaultMaxBatchDelay
 	}
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = DefaultLockTimeout
@@ -118,8 +111,6 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, mapErr(err))
 	}
-	db.MaxBatchSize = opts.MaxBatchSize
-	db.MaxBatchDelay = opts.MaxBatchDelay
 	err = db.Update(func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketItems); err != nil {
 			return err
@@ -140,7 +131,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: open %s: %w", path, mapErr(err))
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, group: &groupCommitter{db: db, max: opts.MaxBatchSize}}, nil
 }
 
 // Close closes the database, waiting for running transactions. Later calls fail with ErrClosed.
@@ -194,41 +185,32 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	return items, nil
 }
 
-// Commit applies tx all or nothing through a batched, fsynced bbolt write transaction.
+// Commit applies tx all or nothing. Concurrent commits share one fsynced bbolt write transaction (group
+// commit, see groupCommitter); each keeps its own outcome.
 func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("bolt: commit: %w", err)
 	}
-	var (
-		first uint64
-		txErr error
-	)
-	err := s.db.Batch(func(btx *bbolt.Tx) error {
-		// bbolt may run this more than once (when another function of the batch fails); start afresh.
-		first, txErr = 0, nil
+	var first uint64
+	own, storage := s.group.do(func(btx *bbolt.Tx) (bool, error) {
+		// The function may run again (when the shared transaction is retried): start afresh.
+		first = 0
 		v := &view{b: btx.Bucket(bucketItems), failWrite: s.failWrite}
 		f, err := kv.Commit(ctx, v, tx, MaxOps)
 		if err != nil {
-			if v.wrote {
-				// Partial writes: make bbolt roll back. It re-runs this function alone, which fails
-				// the same way, and Batch returns the error.
-				return err
-			}
-			// Nothing written: keep the batch going and report the error to our caller only.
-			txErr = err
-			return nil
+			return v.wrote, err
 		}
 		first = f
-		return nil
+		return v.wrote, nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("bolt: commit: %w", mapErr(err))
-	}
-	if txErr != nil {
-		if _, ok := port.FailedOp(txErr); ok {
-			return 0, txErr
+	switch {
+	case storage != nil:
+		return 0, fmt.Errorf("bolt: commit: %w", mapErr(storage))
+	case own != nil:
+		if _, ok := port.FailedOp(own); ok {
+			return 0, own
 		}
-		return 0, fmt.Errorf("bolt: %w", txErr)
+		return 0, fmt.Errorf("bolt: %w", mapErr(own))
 	}
 	return first, nil
 }

@@ -106,14 +106,14 @@ func TestLockTimeout(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []bolt.Options{{MaxBatchSize: -1}, {MaxBatchDelay: -1}, {LockTimeout: -1}} {
+	for _, o := range []bolt.Options{{MaxBatchSize: -1}, {LockTimeout: -1}} {
 		if s, err := bolt.Open(filepath.Join(t.TempDir(), "db"), o); err == nil {
 			s.Close()
 			t.Errorf("%+v accepted", o)
 		}
 	}
 	// A batch of one and no delay still commits.
-	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchSize: 1, MaxBatchDelay: time.Nanosecond})
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchSize: 1})
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -157,7 +157,7 @@ func TestUnknownLayout(t *testing.T) {
 // TestBatchIsolation commits, in one batch, transactions that succeed, fail a condition, fail in Build and
 // panic in Build: each gets its own outcome and only the successful ones are written.
 func TestBatchIsolation(t *testing.T) {
-	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchDelay: 100 * time.Millisecond})
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{})
 	ctx := context.Background()
 	if _, err := s.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
 		return []port.Op{port.Put(port.Item{Key: port.Key{PK: "x", SK: "taken"}}, port.Cond{})}, nil

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"pgregory.net/rapid"
 
@@ -91,7 +90,7 @@ func TestKeyEncodingOrder(t *testing.T) {
 // TestPartialWriteRolledBack makes the second write of a transaction fail while other transactions share
 // its batch: the failing transaction leaves nothing, the others commit.
 func TestPartialWriteRolledBack(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "db"), Options{NoSync: true, MaxBatchDelay: 50 * time.Millisecond})
+	s, err := Open(filepath.Join(t.TempDir(), "db"), Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
