@@ -113,7 +113,9 @@ func sendBody(rid string) []byte {
 	return fmt.Appendf(nil, `{"request_id":%q,"subject":"bench","body":{"text":%q}}`, rid, bytes.Repeat([]byte("x"), 256))
 }
 
-// runConcurrent runs b.N operations from n goroutines and reports ops/s (named unit) and p50/p99 latency.
+// runConcurrent runs b.N operations from n goroutines and reports ops/s (named unit), p50/p99 latency and
+// the process CPU time per operation (user+system, all goroutines: this stays meaningful when other
+// processes compete for the cores, where ops/s does not).
 func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) error) {
 	b.Helper()
 	var next atomic.Int64
@@ -122,7 +124,7 @@ func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) erro
 	var failures atomic.Int64
 	var firstErr atomic.Value
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
@@ -143,7 +145,7 @@ func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) erro
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	if f := failures.Load(); f > 0 {
 		b.Fatalf("%d of %d operations failed, first: %v", f, b.N, firstErr.Load())
@@ -153,6 +155,7 @@ func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) erro
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
 	b.ReportMetric(float64(all[len(all)*50/100])/1e6, "p50-ms")
 	b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)])/1e6, "p99-ms")
+	b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-µs/op")
 }
 
 // BenchmarkSend measures committed message.send through the HTTP handler at 1, 8, 32 and 128 concurrent

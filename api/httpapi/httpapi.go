@@ -130,6 +130,11 @@ func (a *API) ok(w http.ResponseWriter, requestID string, data any) {
 // fail writes an error envelope; unexpected errors are logged with the request ID and shown as INTERNAL.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err error) {
 	de := domain.AsError(err)
+	if r.Context().Err() != nil {
+		// The client went away; nobody reads this answer and nothing failed on our side.
+		a.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away", slog.String("request_id", requestID))
+		return
+	}
 	if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
 		a.log.LogAttrs(r.Context(), slog.LevelError, "operation failed", slog.String("request_id", requestID),
 			slog.String("code", string(de.Code)), slog.String("error", err.Error()))

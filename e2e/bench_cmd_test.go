@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchCommand runs `waypost bench` briefly against a real server: it must set up its own space through
+// the control plane, commit sends, read pages, and report no errors. (It checks the report, not timings.)
+func TestBenchCommand(t *testing.T) {
+	s := startServer(t)
+	cmd := exec.Command(binPath, "bench", "--url", s.base, "--clients", "4", "--duration", "1s", "--read-duration", "1s", "--read-page", "10")
+	cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET="+adminSecret)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("waypost bench: %v\n%s", err, out)
+	}
+	for _, re := range []string{
+		`message\.send: [1-9][0-9]* committed in [0-9.]+s = [0-9.]+ sends/s; latency p50 [0-9.]+ms p90 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+		`inbox\.read\(limit 10\): [1-9][0-9]* pages \((10\.0|[0-9]\.[0-9]) items/page\) in [0-9.]+s = [0-9.]+ pages/s; latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+	} {
+		if !regexp.MustCompile(re).Match(out) {
+			t.Errorf("the report lacks /%s/:\n%s", re, out)
+		}
+	}
+
+	// Without the admin secret, and against a non-loopback URL, it refuses to start.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--url", s.base, "--duration", "1s"}, "the admin secret is required"},
+		{[]string{"bench", "--url", "http://192.0.2.1:8787", "--admin-secret", adminSecret, "--duration", "1s"}, "is not a loopback address"},
+	} {
+		cmd := exec.Command(binPath, tc.args...)
+		cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET=")
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("waypost %v: err %v, want a refusal saying %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
