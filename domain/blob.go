@@ -267,7 +267,8 @@ func (s *Service) Upload(ctx context.Context, p *Principal, uploadID, contentTyp
 	} else if !errors.Is(err, port.ErrBlobNotFound) {
 		return UploadResult{}, fmt.Errorf("upload: checking object: %w", err)
 	}
-	_, err = s.blobs.Put(ctx, key, b.SizeBytes, b.SHA256, body)
+	seen := &receivedDigest{h: sha256.New()}
+	_, err = s.blobs.Put(ctx, key, b.SizeBytes, b.SHA256, io.TeeReader(body, seen))
 	switch {
 	case err == nil:
 		return res, nil
@@ -276,13 +277,28 @@ func (s *Service) Upload(ctx context.Context, p *Principal, uploadID, contentTyp
 	case errors.Is(err, port.ErrBlobSize):
 		return UploadResult{}, Errorf(CodeInvalidBlob, "the uploaded bytes are not of the prepared size").WithDetails("expected", b.SizeBytes)
 	case errors.Is(err, port.ErrBlobExists):
-		// A concurrent PUT stored it first; the store verified it against the same prepared digest.
+		// A concurrent PUT stored it first, and the store may have refused before reading these bytes: compare
+		// all of them (what it read, then the rest) with the stored object, which has the prepared digest.
+		if _, err := io.Copy(seen, io.LimitReader(body, res.SizeBytes+1-seen.n)); err != nil {
+			return UploadResult{}, fmt.Errorf("upload: reading repeated content: %w", err)
+		}
+		if seen.n != res.SizeBytes || hex.EncodeToString(seen.h.Sum(nil)) != res.SHA256 {
+			return UploadResult{}, Errorf(CodeUploadContentConflict, "the stored object differs from these bytes; it is never overwritten").WithDetails("blob_id", res.BlobID)
+		}
 		res.AlreadyUploaded = true
 		return res, nil
 	default:
 		return UploadResult{}, fmt.Errorf("upload: storing object: %w", err)
 	}
 }
+
+// receivedDigest hashes and counts the bytes of an upload body as the blob store reads them.
+type receivedDigest struct {
+	h hash.Hash
+	n int64
+}
+
+func (d *receivedDigest) Write(p []byte) (int, error) { d.n += int64(len(p)); return d.h.Write(p) }
 
 func (s *Service) compareRepeated(res UploadResult, body io.Reader) (UploadResult, error) {
 	var h hash.Hash = sha256.New()

@@ -146,6 +146,10 @@ func (s *Service) checkChanges(ctx context.Context, p *Principal, mode string, c
 			return bad("item_id %s appears twice", it.ItemID)
 		}
 		ids[it.ItemID] = true
+		if len(it.Path) > s.limits.MemoryPathBytes && code != CodeInvalidManifest {
+			return Errorf(CodeResourceLimit, "item %s: path is longer than memory_path_bytes (%d)", it.ItemID, s.limits.MemoryPathBytes).
+				WithDetails("limit", s.limits.MemoryPathBytes)
+		}
 		if err := checkPath(it.Path, s.limits.MemoryPathBytes); err != nil {
 			return bad("item %s: %s", it.ItemID, err)
 		}
@@ -320,6 +324,21 @@ func applyChanges(cur memoryState, mode string, ch memoryChanges, next int64) (m
 	return st, upserted > 0 || deleted > 0, upserted, deleted
 }
 
+// duplicateActivePath returns a path that two active entries of st share, if any.
+func duplicateActivePath(st memoryState) (string, bool) {
+	seen := make(map[string]bool, len(st.Entries))
+	for _, e := range st.Entries {
+		if e.State != entryActive {
+			continue
+		}
+		if seen[e.Path] {
+			return e.Path, true
+		}
+		seen[e.Path] = true
+	}
+	return "", false
+}
+
 // PublishMemory publishes a new revision of a collection (memory.publish, RFC §10.5): idempotency first,
 // then the CAS on expected_revision inside the commit transaction together with the revision record, the
 // submission and the feed item. A publish that changes nothing records changed:false at the same commit
@@ -430,6 +449,15 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 	}
 	next := head + 1
 	st, changed, upserted, deleted := applyChanges(cur, req.Mode, ch, next)
+	if path, dup := duplicateActivePath(st); dup {
+		// RFC §10.4: different items must not use the same path (their identity in an export), also across
+		// the items a delta leaves in place.
+		if req.ManifestBlobID != "" {
+			return MemoryPublishResult{}, false, s.failSubmission(ctx, key, OpMemoryPublish, req.RequestID, fp, coll.CollectionID,
+				Errorf(CodeInvalidManifest, "path %q would be used by two items", path))
+		}
+		return MemoryPublishResult{}, false, Errorf(CodeInvalidRequest, "path %q would be used by two items", path).WithDetails("field", "path")
+	}
 	if len(st.Entries) > s.limits.CollectionEntriesMax {
 		return MemoryPublishResult{}, false, Errorf(CodeResourceLimit, "the collection would hold %d entries; at most %d", len(st.Entries), s.limits.CollectionEntriesMax).WithDetails("limit", s.limits.CollectionEntriesMax)
 	}

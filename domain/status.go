@@ -20,7 +20,9 @@ type StatusResult struct {
 }
 
 // StatusOperations are the write operations whose submissions status can report.
-func StatusOperations() []string { return []string{OpMessageSend, OpInboxAck} }
+func StatusOperations() []string {
+	return []string{OpMessageSend, OpInboxAck, OpBlobPrepare, OpBlobCommit, OpMemoryPublish}
+}
 
 // Status reports the state of the caller's own submission. An unknown request ID is NOT_FOUND, which is
 // not proof that nothing happened elsewhere.

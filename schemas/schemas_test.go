@@ -64,9 +64,12 @@ func TestWantedSchemaSet(t *testing.T) {
 		"admin.grant.create.request", "admin.grant.create.response", "admin.grant.revoke.response",
 		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response",
 		"admin.token.create.request", "admin.token.response", "admin.token.revoke.response",
+		"blob.commit.request", "blob.info", "blob.prepare.request", "blob.prepare.response",
 		"common", "describe.response", "envelope.error", "envelope.success", "feed.item",
 		"inbox.ack.request", "inbox.ack.response", "inbox.read.request", "inbox.read.response",
+		"memory.export.response", "memory.publish.request", "memory.publish.response", "memory.read.response",
 		"message.get.response", "message.send.request", "message.send.response", "status.response",
+		"upload.response",
 	}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() =\n%v\nwant\n%v", got, want)
@@ -440,6 +443,13 @@ func TestResourceLimit(t *testing.T) {
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	}
+	memItems := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = `{"item_id":"i` + strings.Repeat("x", i%90+1) + `","blob_id":"b","path":"p.md"}`
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
 	tests := []struct {
 		schema, in string
 		limit      string // "" means not a pure limit failure
@@ -452,6 +462,10 @@ func TestResourceLimit(t *testing.T) {
 		{"message.send.request", `{"request_id":"r","body":{"text":""},"attachment_ids":` + ids(33) + `}`, "max_attachments"},
 		{"message.send.request", `{"request_id":"r","body":{"text":""},"attachment_ids":` + ids(33) + `,"x":1}`, ""},
 		{"admin.consumer.create.request", `{"request_id":"r","actor_id":"a","view":"inbox","filter":{"thread_ids":` + ids(65) + `}}`, ""},
+		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"delta","items":` + memItems(501) + `}`, "memory_inline_changes_max"},
+		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"delta","delete_ids":` + ids(501) + `}`, "memory_inline_changes_max"},
+		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"snapshot","delete_ids":` + ids(501) + `}`, ""},
+		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"delta","items":` + memItems(501) + `,"x":1}`, ""},
 	}
 	for _, tc := range tests {
 		verr, ok := errors.AsType[*ValidationError](r.Validate(tc.schema, []byte(tc.in)))
@@ -515,7 +529,7 @@ func TestLimitAnnotations(t *testing.T) {
 		}
 		walk(doc)
 	}
-	if found != 4 {
-		t.Errorf("found %d limit annotations, want 4", found)
+	if found != 7 {
+		t.Errorf("found %d limit annotations, want 7", found)
 	}
 }
