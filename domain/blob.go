@@ -484,7 +484,7 @@ func (s *Service) referencableBlob(ctx context.Context, p *Principal, blobID str
 // bytes, then marks it expired. It returns how many uploads it expired.
 func (s *Service) SweepUploads(ctx context.Context, limit int) (int, error) {
 	now := s.clock.Now().UTC()
-	due, err := s.store.Query(ctx, port.Query{PK: pkUploadExpiry, UpTo: now.Format("20060102T150405.000000000Z") + "#\xff", Limit: limit})
+	due, err := s.store.Query(ctx, port.Query{PK: pkUploadExpiry, UpTo: now.Format("20060102T150405.000000000Z") + "#~", Limit: limit}) // "~" sorts after every ID character
 	if err != nil {
 		return 0, fmt.Errorf("sweep: listing expired uploads: %w", err)
 	}

@@ -34,7 +34,7 @@ type feedScope struct {
 }
 
 func (s *Service) actorIDs(ctx context.Context, space string) ([]string, error) {
-	items, err := s.store.Query(ctx, port.Query{PK: "SP#" + space, After: "ACT#", UpTo: "ACT#\xff", Limit: 1000})
+	items, err := s.store.Query(ctx, port.Query{PK: "SP#" + space, After: "ACT#", UpTo: "ACT#~", Limit: 1000})
 	if err != nil {
 		return nil, err
 	}

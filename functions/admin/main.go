@@ -1,0 +1,7 @@
+// Command admin is the Waypost control-plane Lambda function (/admin/v0: spaces, actors, consumers, grants,
+// tokens) behind the API Gateway HTTP API. It requires the admin secret. Configuration: functions/config.
+package main
+
+import "github.com/waypost/waypost/functions/internal/app"
+
+func main() { app.Main(app.Admin) }

@@ -1,0 +1,442 @@
+package functions_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/store/dynamo/dynamotest"
+	"github.com/waypost/waypost/store/s3blob/s3test"
+)
+
+func TestMain(m *testing.M) { s3test.Main(m) }
+
+const adminSecret = "wpa_e2e-admin-secret-0123456789abcdef"
+
+// findRIE locates aws-lambda-rie: WAYPOST_TEST_LAMBDA_RIE (scripts/emulators), PATH, or $GOPATH/bin.
+func findRIE() string {
+	if p := os.Getenv("WAYPOST_TEST_LAMBDA_RIE"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
+		return p
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			gopath = filepath.Join(home, "go")
+		}
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		if p := filepath.Join(dir, "bin", "aws-lambda-rie"); fileExists(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// buildFunctions builds the named functions' bootstrap binaries for this machine, with the flags of
+// scripts/build-functions.
+func buildFunctions(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the bootstraps with: %v", err)
+	}
+	out := map[string]string{}
+	for _, name := range names {
+		bin := filepath.Join(dir, name, "bootstrap")
+		cmd := exec.Command(gobin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./"+name)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, b)
+		}
+		out[name] = bin
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lambdaFn is one function running under aws-lambda-rie.
+type lambdaFn struct {
+	name   string
+	invoke string // invocation URL
+	mu     *sync.Mutex
+	logs   *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// startFunction runs bootstrap under its own aws-lambda-rie (distinct runtime API and emulator addresses).
+func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invokeMu *sync.Mutex) *lambdaFn {
+	t.Helper()
+	apiAddr, rieAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(rie, "--runtime-api-address", apiAddr, "--runtime-interface-emulator-address", rieAddr, bootstrap)
+	cmd.Env = env
+	cmd.Dir = filepath.Dir(bootstrap)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting aws-lambda-rie for %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", name, logs.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", rieAddr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aws-lambda-rie for %s not listening on %s:\n%s", name, rieAddr, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &lambdaFn{name: name, invoke: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs}
+}
+
+// envelope is the RFC §5.2 result envelope.
+type envelope struct {
+	OK        bool            `json:"ok"`
+	RequestID string          `json:"request_id"`
+	Data      json.RawMessage `json:"data"`
+	Error     *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call sends one API Gateway HTTP API (payload 2.0) event to the function and decodes the HTTP response it
+// returns. Invocations are serialized across all functions: aws-lambda-rie crashes on parallel invokes.
+func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (int, envelope) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: u.Path, RawQueryString: u.RawQuery,
+		Headers: map[string]string{"host": "api.example.test", "user-agent": "waypost-e2e"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			AccountID: "123456789012", APIID: "e2e", DomainName: "api.example.test", Stage: "$default",
+			RequestID: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), RouteKey: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: u.Path, Protocol: "HTTP/1.1", SourceIP: "192.0.2.1", UserAgent: "waypost-e2e"},
+		},
+	}
+	if token != "" {
+		ev.Headers["authorization"] = "Bearer " + token
+	}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Body = string(b)
+		ev.Headers["content-type"] = "application/json"
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	resp, err := http.Post(f.invoke, "application/json", bytes.NewReader(payload))
+	var raw []byte
+	if err == nil {
+		raw, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	f.mu.Unlock()
+	if err != nil {
+		t.Fatalf("invoking %s %s %s: %v", f.name, method, target, err)
+	}
+	var out events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
+		t.Fatalf("%s %s %s: not an HTTP API response (%v): %s", f.name, method, target, err, raw)
+	}
+	respBody := []byte(out.Body)
+	if out.IsBase64Encoded {
+		if respBody, err = base64.StdEncoding.DecodeString(out.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var env envelope
+	if err := json.Unmarshal(respBody, &env); err != nil {
+		t.Fatalf("%s %s %s: status %d, body not an envelope: %s", f.name, method, target, out.StatusCode, respBody)
+	}
+	return out.StatusCode, env
+}
+
+func okData[T any](t *testing.T, f *lambdaFn, method, target, token string, body any) (T, envelope) {
+	t.Helper()
+	status, env := f.call(t, method, target, token, body)
+	var v T
+	if !env.OK || status != 200 {
+		t.Fatalf("%s %s %s: status %d, envelope %+v", f.name, method, target, status, env.Error)
+	}
+	if err := json.Unmarshal(env.Data, &v); err != nil {
+		t.Fatalf("%s %s: decoding %s: %v", method, target, env.Data, err)
+	}
+	return v, env
+}
+
+type sendData struct {
+	SubmissionState string `json:"submission_state"`
+	ResourceID      string `json:"resource_id"`
+	ThreadID        string `json:"thread_id"`
+	CommittedAt     string `json:"committed_at"`
+	VisibleSeq      string `json:"visible_seq"`
+}
+
+type feedItem struct {
+	ItemID       string          `json:"item_id"`
+	VisibleSeq   string          `json:"visible_seq"`
+	ItemType     string          `json:"item_type"`
+	ResourceID   string          `json:"resource_id"`
+	ProducerID   string          `json:"producer_id"`
+	RecipientIDs []string        `json:"recipient_ids"`
+	ThreadID     *string         `json:"thread_id"`
+	Data         json.RawMessage `json:"data"`
+}
+
+type pageData struct {
+	Items            []feedItem `json:"items"`
+	NextCursor       string     `json:"next_cursor"`
+	HasMore          bool       `json:"has_more"`
+	CheckpointCursor *string    `json:"checkpoint_cursor"`
+}
+
+type ackData struct {
+	Receipts []struct {
+		ItemID  string `json:"item_id"`
+		Stage   string `json:"stage"`
+		Changed bool   `json:"changed"`
+	} `json:"receipts"`
+	CheckpointCursor *string `json:"checkpoint_cursor"`
+}
+
+type messageData struct {
+	MessageID string  `json:"message_id"`
+	ThreadID  string  `json:"thread_id"`
+	InReplyTo *string `json:"in_reply_to"`
+	Body      struct {
+		Text string `json:"text"`
+	} `json:"body"`
+}
+
+type party struct{ actor, consumer, token string }
+
+// TestLambdaAsyncLoop runs the RFC §16.1 loop through the real bootstrap binaries of the admin and mailbox
+// functions, each under aws-lambda-rie, with API Gateway HTTP API events, against DynamoDB (minidyn, served on
+// loopback by this test process) and S3 (versitygw). Invocations are sequential.
+func TestLambdaAsyncLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the Lambda bootstraps; skipped in -short mode")
+	}
+	rie := findRIE()
+	if rie == "" {
+		t.Skip("aws-lambda-rie not found (WAYPOST_TEST_LAMBDA_RIE, PATH, $GOPATH/bin): run the tests through scripts/test, " +
+			"or go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
+	}
+	s3env := s3test.Require(t)
+	ddb := dynamotest.New(t)
+	table := ddb.Table(t)
+	bucket := s3env.Bucket(t)
+	bins := buildFunctions(t, "admin", "mailbox")
+
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TZ=UTC",
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + s3env.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3env.SecretKey,
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		config.EnvTable + "=" + table, config.EnvBucket + "=" + bucket,
+		config.EnvCursorKey + "=e2e-cursor-key-0123456789abcdef0123456789",
+		config.EnvDynamoDBEndpoint + "=" + ddb.URL, config.EnvS3Endpoint + "=" + s3env.Endpoint,
+		config.EnvInlineBodyMax + "=512", config.EnvVersion + "=e2e",
+		// Given to both: the mailbox function must ignore it.
+		config.EnvAdminSecret + "=" + adminSecret,
+	}
+	var invokeMu sync.Mutex
+	admin := startFunction(t, rie, "admin", bins["admin"], env, &invokeMu)
+	mailbox := startFunction(t, rie, "mailbox", bins["mailbox"], env, &invokeMu)
+
+	// The mailbox function never serves the control plane.
+	if status, e := mailbox.call(t, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "nope"}); e.OK || status < 400 {
+		t.Fatalf("mailbox served /admin/v0: status %d %+v", status, e)
+	}
+
+	// Control plane through the admin function.
+	type spaceData struct {
+		SpaceID            string `json:"space_id"`
+		DefaultRecipientID string `json:"default_recipient_id"`
+	}
+	sp, _ := okData[spaceData](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "loop"})
+	n := 0
+	rid := func(p string) string { n++; return fmt.Sprintf("%s-%d", p, n) }
+	newParty := func(name string) party {
+		a, _ := okData[struct {
+			ActorID string `json:"actor_id"`
+		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
+		c, _ := okData[struct {
+			ConsumerID string `json:"consumer_id"`
+		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
+		tk, _ := okData[struct {
+			Token string `json:"token"`
+		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
+			"actor_id": a.ActorID, "consumer_id": c.ConsumerID, "scopes": []string{"message.send", "message.read", "receipt.write"}})
+		return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
+	}
+	a, b := newParty("agent A"), newParty("client B")
+
+	d, _ := okData[struct {
+		SpaceID string `json:"space_id"`
+		ActorID string `json:"actor_id"`
+	}](t, mailbox, "GET", "/v0/describe", a.token, nil)
+	if d.SpaceID != sp.SpaceID || d.ActorID != a.actor {
+		t.Fatalf("describe of A: %+v", d)
+	}
+
+	// A sends while B is offline; a retry with the same request_id returns the same result.
+	sendBody := map[string]any{"request_id": "req_report_001", "recipient_ids": []string{b.actor}, "kind": "result",
+		"subject": "研究资料已整理", "body": map[string]any{"text": "已整理三个方案，附件包含完整资料。"}}
+	sent, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, sendBody)
+	if sent.VisibleSeq != "1" || sent.SubmissionState != "committed" {
+		t.Fatalf("send: %+v", sent)
+	}
+	if again, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, sendBody); again != sent {
+		t.Fatalf("retry: %+v, first %+v", again, sent)
+	}
+	st, _ := okData[struct {
+		SubmissionState string `json:"submission_state"`
+	}](t, mailbox, "GET", "/v0/status?"+url.Values{"operation": {"message.send"}, "request_id": {"req_report_001"}}.Encode(), a.token, nil)
+	if st.SubmissionState != "committed" {
+		t.Fatalf("status: %+v", st)
+	}
+
+	// B reads later from a null cursor, saves the message, acks received with the checkpoint.
+	read := func(p party, cursor *string) pageData {
+		pg, _ := okData[pageData](t, mailbox, "POST", "/v0/inbox/read", p.token, map[string]any{"consumer_id": p.consumer, "cursor": cursor, "limit": 50})
+		return pg
+	}
+	page := read(b, nil)
+	if len(page.Items) != 1 || page.HasMore || page.Items[0].ResourceID != sent.ResourceID || page.Items[0].ProducerID != a.actor {
+		t.Fatalf("B's first page: %+v", page)
+	}
+	msgItem := page.Items[0]
+	msg, _ := okData[messageData](t, mailbox, "GET", "/v0/messages/"+sent.ResourceID, b.token, nil)
+	if msg.Body.Text != "已整理三个方案，附件包含完整资料。" || msg.ThreadID != sent.ThreadID {
+		t.Fatalf("message.get: %+v", msg)
+	}
+	ack := func(p party, id string, entries []map[string]string, cp *string) ackData {
+		ad, _ := okData[ackData](t, mailbox, "POST", "/v0/inbox/ack", p.token, map[string]any{"request_id": id, "consumer_id": p.consumer,
+			"items": entries, "checkpoint_cursor": cp})
+		return ad
+	}
+	bAck := ack(b, "ack_001", []map[string]string{{"item_id": msgItem.ItemID, "stage": "received"}}, &page.NextCursor)
+	if len(bAck.Receipts) != 1 || !bAck.Receipts[0].Changed || bAck.CheckpointCursor == nil || *bAck.CheckpointCursor != page.NextCursor {
+		t.Fatalf("B's ack: %+v", bAck)
+	}
+	if rest := read(b, bAck.CheckpointCursor); len(rest.Items) != 0 {
+		t.Fatalf("B from its checkpoint: %+v", rest.Items)
+	}
+
+	// B replies (in_reply_to, explicit recipient, thread inherited) with a body large enough to go to S3.
+	long := strings.Repeat("收到，方案二最合适。", 60) // > WAYPOST_INLINE_BODY_MAX=512 bytes
+	reply, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", b.token, map[string]any{"request_id": "req_reply_001",
+		"recipient_ids": []string{a.actor}, "in_reply_to": sent.ResourceID, "kind": "answer", "subject": "Re", "body": map[string]any{"text": long}})
+	if reply.ThreadID != sent.ThreadID || reply.VisibleSeq != "3" {
+		t.Fatalf("reply: %+v", reply)
+	}
+
+	// A finds B's receipt (seq 2) and the reply (seq 3), reads the reply's body back from S3, acks both.
+	aPage := read(a, nil)
+	if len(aPage.Items) != 2 || aPage.Items[0].ItemType != "receipt" || aPage.Items[0].VisibleSeq != "2" ||
+		aPage.Items[1].ItemType != "message" || aPage.Items[1].ResourceID != reply.ResourceID || !slices.Equal(aPage.Items[1].RecipientIDs, []string{a.actor}) {
+		t.Fatalf("A's inbox: %+v", aPage.Items)
+	}
+	rm, _ := okData[messageData](t, mailbox, "GET", "/v0/messages/"+reply.ResourceID, a.token, nil)
+	if rm.Body.Text != long || rm.InReplyTo == nil || *rm.InReplyTo != sent.ResourceID {
+		t.Fatalf("reply as read by A: in_reply_to %v, %d bytes of body", rm.InReplyTo, len(rm.Body.Text))
+	}
+	entries := []map[string]string{{"item_id": aPage.Items[0].ItemID, "stage": "processed"}, {"item_id": aPage.Items[1].ItemID, "stage": "processed"}}
+	aAck := ack(a, "ack_a_001", entries, &aPage.NextCursor)
+	if len(aAck.Receipts) != 2 || !aAck.Receipts[0].Changed || !aAck.Receipts[1].Changed {
+		t.Fatalf("A's ack: %+v", aAck)
+	}
+	// Exactly one receipt reaches B (acking a receipt emits none); a replayed ack changes nothing.
+	bNew := read(b, bAck.CheckpointCursor)
+	if len(bNew.Items) != 1 || bNew.Items[0].ItemType != "receipt" || bNew.Items[0].VisibleSeq != "4" {
+		t.Fatalf("B's new items: %+v", bNew.Items)
+	}
+	if again := ack(a, "ack_a_001", entries, &aPage.NextCursor); len(again.Receipts) != 2 || again.Receipts[0] != aAck.Receipts[0] {
+		t.Fatalf("replayed ack: %+v, first %+v", again, aAck)
+	}
+	if bAfter := read(b, bAck.CheckpointCursor); len(bAfter.Items) != 1 {
+		t.Fatalf("a replayed ack published more items: %+v", bAfter.Items)
+	}
+
+	// The functions log JSON lines, one per request, naming the function.
+	for _, f := range []*lambdaFn{admin, mailbox} {
+		requests := 0
+		sc := bufio.NewScanner(strings.NewReader(f.logs.String()))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if i := bytes.IndexByte(line, '{'); i >= 0 {
+				var rec map[string]any
+				if json.Unmarshal(line[i:], &rec) == nil && rec["msg"] == "request" && rec["function"] == f.name {
+					requests++
+				}
+			}
+		}
+		if requests == 0 {
+			t.Fatalf("%s: no JSON request log lines in:\n%s", f.name, f.logs.String())
+		}
+	}
+}

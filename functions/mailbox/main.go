@@ -1,0 +1,7 @@
+// Command mailbox is the Waypost data-plane Lambda function (messages, inbox, acks, status; SUPPLEMENT
+// §11.1) behind the API Gateway HTTP API. It never holds the admin secret. Configuration: functions/config.
+package main
+
+import "github.com/waypost/waypost/functions/internal/app"
+
+func main() { app.Main(app.Mailbox) }

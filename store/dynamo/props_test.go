@@ -1,0 +1,206 @@
+package dynamo_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/domaintest"
+	"github.com/waypost/waypost/store/dynamo"
+	"github.com/waypost/waypost/store/dynamo/dynamotest"
+	"github.com/waypost/waypost/store/s3blob"
+	"github.com/waypost/waypost/store/s3blob/s3test"
+)
+
+// awsBackend returns a NewBackend of the AWS deployment's adapters: the DynamoDB store on a fresh minidyn
+// table and the S3 blob store on a fresh versitygw bucket. It skips the test when no S3 emulator is around.
+func awsBackend(t *testing.T) domaintest.NewBackend {
+	t.Helper()
+	e := s3test.Require(t)
+	srv := dynamotest.New(t)
+	return func(t testing.TB) domaintest.Backend {
+		blobs, err := s3blob.New(e.Client(), e.Bucket(t), s3blob.Options{})
+		if err != nil {
+			t.Fatalf("s3blob: %v", err)
+		}
+		return domaintest.Backend{Store: srv.Store(t, nil, dynamo.Options{}), Blobs: blobs}
+	}
+}
+
+// Rapid checks per property on the emulators, unless -rapid.checks or RAPID_CHECKS says otherwise. minidyn
+// answers a Query by scanning and interpreting every item of the table and copies the whole table for each
+// TransactWriteItems, and a property keeps one table for all its checks, so a property's cost grows with the
+// square of its checks: at rapid's default of 100 the ten properties take over half an hour under -race,
+// at 10 a few minutes. The randomized coverage per run is lower than on the embedded store; run
+// `go test -run 'TestProperties|TestFailureMatrix' -rapid.checks=100 ./store/dynamo/` for a deeper pass.
+const (
+	propChecks   = 10
+	matrixChecks = 20
+)
+
+// limitRapidChecks sets rapid's check count to n for the rest of the test unless the user chose one.
+func limitRapidChecks(t *testing.T, n int) {
+	f := flag.Lookup("rapid.checks")
+	if f == nil || os.Getenv("RAPID_CHECKS") != "" {
+		return
+	}
+	chosen := false
+	flag.Visit(func(v *flag.Flag) { chosen = chosen || v.Name == "rapid.checks" })
+	if chosen {
+		return
+	}
+	old := f.Value.String()
+	if err := f.Value.Set(strconv.Itoa(n)); err != nil {
+		t.Fatalf("setting rapid.checks: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
+
+// TestProperties runs the SUPPLEMENT §15 properties on DynamoDB (minidyn) + S3 (versitygw). Every storage
+// call is an HTTP round trip to an emulator here, so each check runs fewer random steps, and each property
+// fewer checks (propChecks), than on the embedded store.
+func TestProperties(t *testing.T) {
+	limitRapidChecks(t, propChecks)
+	domaintest.RunProperties(t, awsBackend(t), domaintest.MaxSteps(12))
+}
+
+// TestFailureMatrix runs the SUPPLEMENT §7.4 failure matrix and properties P03/P04 on DynamoDB + S3.
+func TestFailureMatrix(t *testing.T) {
+	limitRapidChecks(t, matrixChecks)
+	domaintest.RunFailureMatrix(t, awsBackend(t))
+}
+
+// TestSmokeLoop is the domaintest smoke flow (send, read, ack, receipt, get) on DynamoDB + S3, with one
+// body small enough to commit inline and one that goes through S3.
+func TestSmokeLoop(t *testing.T) {
+	f := domaintest.New(t, awsBackend(t), func(c *domain.Config) { c.InlineBodyMax = 256 })
+	c := f.With(t)
+	sp := c.Space()
+	a, b := c.Party(sp.SpaceID), c.Party(sp.SpaceID)
+	small := c.Send(a.P, "hello", b.ActorID)
+	large := c.Send(a.P, strings.Repeat("large body ", 100), b.ActorID)
+	if small.VisibleSeq != "1" || large.VisibleSeq != "2" || small.SubmissionState != domain.StateCommitted {
+		t.Fatalf("sends: %+v %+v", small, large)
+	}
+	items, cur := c.ReadAll(b.P, b.ConsumerID, nil, 10)
+	if len(items) != 2 || items[0].ResourceID != small.MessageID || items[1].ResourceID != large.MessageID {
+		t.Fatalf("read: %+v", items)
+	}
+	ack, err := f.Svc.Ack(context.Background(), b.P, domain.AckRequest{RequestID: "ack1", ConsumerID: b.ConsumerID,
+		Items: []domain.AckEntry{{ItemID: items[0].ItemID, Stage: domain.StageReceived}}, CheckpointCursor: &cur})
+	if err != nil || !ack.Receipts[0].Changed {
+		t.Fatalf("ack: %+v %v", ack, err)
+	}
+	got, _ := c.ReadAll(a.P, a.ConsumerID, nil, 10)
+	if len(got) != 1 || got[0].ItemType != domain.ItemReceipt {
+		t.Fatalf("receipt: %+v", got)
+	}
+	for _, want := range []struct {
+		id, text string
+	}{{small.MessageID, "hello"}, {large.MessageID, strings.Repeat("large body ", 100)}} {
+		m, err := f.Svc.GetMessage(context.Background(), b.P, want.id)
+		if err != nil || m.Body.Text != want.text {
+			t.Fatalf("get %s: %+v %v", want.id, m, err)
+		}
+	}
+}
+
+// TestConcurrentSends has 16 goroutines send into one space through DynamoDB at once, half of the bodies
+// through S3: every acknowledged send must be in the recipient's inbox exactly once, and visible_seq must be
+// unique and gapless across the space.
+func TestConcurrentSends(t *testing.T) {
+	const workers, perWorker = 16, 4
+	f := domaintest.New(t, awsBackend(t), func(c *domain.Config) { c.InlineBodyMax = 256 })
+	c := f.With(t)
+	sp := c.Space()
+	rcpt := c.Party(sp.SpaceID)
+	senders := make([]domaintest.Party, workers)
+	for i := range senders {
+		senders[i] = c.Party(sp.SpaceID)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		acked = map[string]domain.SendResult{} // message ID → result
+		errs  []error
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range perWorker {
+				text := fmt.Sprintf("w%d-%d", w, j)
+				if j%2 == 1 {
+					text += strings.Repeat(" padding", 64) // > InlineBodyMax: reserve, S3 body, commit
+				}
+				res, err := f.Svc.SendMessage(context.Background(), senders[w].P, domain.SendRequest{
+					RequestID: fmt.Sprintf("req-%d-%d", w, j), RecipientIDs: []string{rcpt.ActorID},
+					Subject: "s", Body: &domain.MessageBody{Text: text}})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("worker %d send %d: %w", w, j, err))
+				} else if prev, dup := acked[res.MessageID]; dup {
+					errs = append(errs, fmt.Errorf("message %s acknowledged twice (%+v, %+v)", res.MessageID, prev, res))
+				} else {
+					acked[res.MessageID] = res
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	seqs := map[string]string{}
+	for id, r := range acked {
+		if prev, dup := seqs[r.VisibleSeq]; dup {
+			t.Fatalf("visible_seq %s given to %s and %s", r.VisibleSeq, prev, id)
+		}
+		seqs[r.VisibleSeq] = id
+	}
+	if len(acked) != workers*perWorker {
+		t.Fatalf("%d sends acknowledged, want %d", len(acked), workers*perWorker)
+	}
+	// The whole space feed: gapless from 1 (Observer.All checks), exactly the acknowledged messages.
+	feed := c.Feed(sp.SpaceID).All()
+	if len(feed) != len(acked) {
+		t.Fatalf("space feed has %d items, %d sends acknowledged", len(feed), len(acked))
+	}
+	for _, it := range feed {
+		r, ok := acked[it.ResourceID]
+		if !ok || r.VisibleSeq != it.VisibleSeq {
+			t.Fatalf("feed item %s (seq %s) is not the acknowledged send %+v", it.ResourceID, it.VisibleSeq, r)
+		}
+	}
+	// The recipient's inbox holds every acknowledged send once.
+	inbox, _ := c.ReadAll(rcpt.P, rcpt.ConsumerID, nil, 50)
+	seen := map[string]bool{}
+	for _, it := range inbox {
+		if seen[it.ResourceID] {
+			t.Fatalf("message %s twice in the inbox", it.ResourceID)
+		}
+		seen[it.ResourceID] = true
+		if _, ok := acked[it.ResourceID]; !ok {
+			t.Fatalf("inbox holds %s, which no send acknowledged", it.ResourceID)
+		}
+	}
+	if len(seen) != len(acked) {
+		t.Fatalf("inbox holds %d messages, want %d", len(seen), len(acked))
+	}
+	for id := range acked {
+		m, err := f.Svc.GetMessage(context.Background(), rcpt.P, id)
+		if err != nil || !strings.HasPrefix(m.Body.Text, "w") {
+			t.Fatalf("get %s: %+v, %v", id, m, err)
+		}
+	}
+}
