@@ -16,5 +16,8 @@ func commands() []*cobra.Command {
 		newStatusCmd(),
 		newGetCmd(),
 		newDescribeCmd(),
+		newBlobCmd(),
+		newMemoryCmd(),
+		newWaitCmd(),
 	}
 }
