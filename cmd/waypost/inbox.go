@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,8 @@ func newInboxCmd() *cobra.Command {
 	c := &conn{}
 	var consumer, state, cursor string
 	var limit int
-	var raw, ackProcessed, showPending, withBody bool
+	var raw, ackProcessed, showPending, withBody, follow bool
+	var followWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "inbox",
 		Short: "Fetch new feed items into a local durable queue, acknowledge them as received, and print them",
@@ -48,6 +50,9 @@ it already has.
 			}
 			if raw && (state != "" || ackProcessed || showPending) {
 				return usagef("--raw reads without the queue: it takes no --state, --pending or --ack-processed")
+			}
+			if follow && (raw || showPending) {
+				return usagef("--follow keeps reading through the queue: it takes no --raw or --pending")
 			}
 			if limit < 0 {
 				return usagef("--limit must be positive")
@@ -76,6 +81,10 @@ it already has.
 				return err
 			}
 			defer q.Close()
+			if follow {
+				// Long-polls feed.wait to wake up; items still come through the queue (saved, then acknowledged).
+				return followQueue(cmd, c, cl, q, path, queue.FollowOptions{Limit: limit, Wait: followWait}, ackProcessed, withBody)
+			}
 			return queueInbox(cmd, c, cl, q, path, limit, showPending, ackProcessed, withBody)
 		},
 	}
@@ -88,6 +97,8 @@ it already has.
 	f.BoolVar(&showPending, "pending", false, "print every pending item, not only the new ones")
 	f.BoolVar(&withBody, "body", false, "also fetch and print the text of each message")
 	f.BoolVar(&raw, "raw", false, "read one page directly, without the queue and without acknowledging")
+	f.BoolVar(&follow, "follow", false, "keep reading: wait for new items with feed.wait until interrupted")
+	f.DurationVar(&followWait, "wait", 25*time.Second, "with --follow: how long one long poll waits")
 	f.StringVar(&cursor, "cursor", "", "with --raw: start after this cursor (default: the beginning)")
 	return withUsageErrors(cmd)
 }

@@ -785,3 +785,25 @@ func TestCLIMemoryPublishSharedContent(t *testing.T) {
 	c.ok(append([]string{"memory", "export", "--collection", f.coll, "--out", dst}, f.asA...)...)
 	checkTree(t, dst, map[string]string{"a/x.md": "same", "b/x.md": "same", "c/x.md": "other"})
 }
+
+// TestCLIInboxFollow: `waypost inbox --follow` uses the same durable queue and wake-ups as `wait --follow`.
+func TestCLIInboxFollow(t *testing.T) {
+	c := newCLITest(t)
+	f := c.m1Setup()
+	first := c.ok(append([]string{"send", "--to", f.a, "--subject", "before", "--text", "x", "-q"}, f.asB...)...)
+	stdout, stderr, stop := c.start(append([]string{"inbox", "--follow", "--wait", "2s"}, f.asA...)...)
+	eventually(t, "the backlog", func() bool { return strings.Contains(stdout.String(), first) })
+	live := c.ok(append([]string{"send", "--to", f.a, "--subject", "live", "--text", "y", "-q"}, f.asB...)...)
+	eventually(t, "the live message", func() bool { return strings.Contains(stdout.String(), live) })
+	if err := stop(); err != nil {
+		t.Fatalf("inbox --follow: %v\n%s", err, stderr.String())
+	}
+	for _, id := range []string{first, live} {
+		if n := strings.Count(stdout.String(), id); n != 1 {
+			t.Fatalf("%s shown %d times:\n%s", id, n, stdout.String())
+		}
+	}
+	if _, _, err := c.run("", append([]string{"inbox", "--follow", "--raw"}, f.asA...)...); exitCode(err) != 2 {
+		t.Fatalf("--follow --raw: want a usage error, got %v", err)
+	}
+}
