@@ -31,6 +31,8 @@ const (
 	EnvVersion          = "WAYPOST_VERSION"
 	EnvDynamoDBEndpoint = "WAYPOST_DYNAMODB_ENDPOINT"
 	EnvS3Endpoint       = "WAYPOST_S3_ENDPOINT"
+	EnvChannelURL       = "WAYPOST_CHANNEL_URL"
+	EnvChannelSecret    = "WAYPOST_CHANNEL_SECRET"
 )
 
 // Var documents one environment variable.
@@ -57,6 +59,8 @@ func Vars() []Var {
 		{EnvVersion, false, "application version published by describe (default dev)"},
 		{EnvDynamoDBEndpoint, false, "DynamoDB endpoint URL override (emulators only; response checksums are then not validated)"},
 		{EnvS3Endpoint, false, "S3 endpoint URL override (emulators only; path-style addressing)"},
+		{EnvChannelURL, false, "base URL of the channel service; when set, every commit announces {visible_seq, item_id} there (best effort) so feed.wait wakes"},
+		{EnvChannelSecret, false, "bearer secret of the channel service's internal API (required with " + EnvChannelURL + ")"},
 	}
 }
 
@@ -88,6 +92,8 @@ type Config struct {
 	Version          string
 	DynamoDBEndpoint string
 	S3Endpoint       string
+	ChannelURL       string
+	ChannelSecret    string
 }
 
 // Load reads the configuration from the process environment.
@@ -105,6 +111,7 @@ func LoadFrom(lookup func(string) (string, bool)) (Config, error) {
 		CursorKey: get(EnvCursorKey), CursorKeyARN: get(EnvCursorKeyARN),
 		InlineBodyMax: DefaultInlineBodyMax, Version: get(EnvVersion),
 		DynamoDBEndpoint: get(EnvDynamoDBEndpoint), S3Endpoint: get(EnvS3Endpoint),
+		ChannelURL: get(EnvChannelURL), ChannelSecret: get(EnvChannelSecret),
 	}
 	var errs []error
 	if c.Table == "" {
@@ -112,6 +119,9 @@ func LoadFrom(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.Bucket == "" {
 		errs = append(errs, fmt.Errorf("%s is required", EnvBucket))
+	}
+	if (c.ChannelURL == "") != (c.ChannelSecret == "") {
+		errs = append(errs, fmt.Errorf("set %s and %s together", EnvChannelURL, EnvChannelSecret))
 	}
 	if c.AdminSecret != "" && c.AdminSecretARN != "" {
 		errs = append(errs, fmt.Errorf("set %s or %s, not both", EnvAdminSecret, EnvAdminSecretARN))

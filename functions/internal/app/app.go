@@ -19,7 +19,10 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/channel/chanclient"
+	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/store/dynamo"
@@ -81,7 +84,15 @@ func Build(ctx context.Context, role Role, cfg config.Config, logger *slog.Logge
 		return nil, fmt.Errorf("%s: %w", role.Name, err)
 	}
 	ids := platform.IDs{}
-	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
+	var notifier port.Notifier
+	if cfg.ChannelURL != "" {
+		api, err := chanclient.New(cfg.ChannelURL, cfg.ChannelSecret)
+		if err != nil {
+			return nil, fmt.Errorf("%s: channel service: %w", role.Name, err)
+		}
+		notifier = livefeed.NewRemote(api, logger)
+	}
+	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger, Notifier: notifier,
 		CursorKey: []byte(cfg.CursorKey), AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", role.Name, err)
