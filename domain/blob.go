@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -417,19 +418,46 @@ func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID 
 		}
 		after = refs[len(refs)-1].SK
 	}
-	// Memory items: a blob in the current state (active or tombstone) of a collection p may read.
+	// Memory items: a blob referenced by a revision of a collection p may read (its grants, and the
+	// collections p is the source of).
 	if !p.HasScope(ScopeMemoryRead) {
 		return false, nil
 	}
-	for _, g := range p.Grants {
-		if g.Permission != PermMemoryRead {
-			continue
-		}
-		if ok, err := s.collectionHasBlob(ctx, p.SpaceID, g.CollectionID, blobID); err != nil || ok {
+	colls, err := s.readableCollections(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range colls {
+		if ok, err := s.collectionHasBlob(ctx, p.SpaceID, c, blobID); err != nil || ok {
 			return ok, err
 		}
 	}
 	return false, nil
+}
+
+// readableCollections lists the collections p may read: memory.read grants and the collections whose
+// source p is (at most 1000 of the space's collections are considered for the latter).
+func (s *Service) readableCollections(ctx context.Context, p *Principal) ([]string, error) {
+	var out []string
+	for _, g := range p.Grants {
+		if g.Permission == PermMemoryRead && !slices.Contains(out, g.CollectionID) {
+			out = append(out, g.CollectionID)
+		}
+	}
+	items, err := s.store.Query(ctx, port.Query{PK: "SP#" + p.SpaceID, After: "COL#", UpTo: "COL#~", Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		c, err := decodeItem[Collection](it)
+		if err != nil {
+			return nil, err
+		}
+		if c.SourceActorID == p.ActorID && !slices.Contains(out, c.CollectionID) {
+			out = append(out, c.CollectionID)
+		}
+	}
+	return out, nil
 }
 
 // GetBlob returns a blob's metadata and, when sealed, its authorized download path (blob.get).

@@ -202,20 +202,26 @@ func (s *Service) ExportMemory(ctx context.Context, p *Principal, collID string,
 	return ex, nil
 }
 
-// collectionHasBlob reports whether the head state of a collection references a blob (active or tombstone).
+// blobLookback is how many revisions, from the head back, a blob reference is searched in.
+const blobLookback = 100
+
+// collectionHasBlob reports whether a recent revision of a collection (the head and up to blobLookback-1
+// before it) references a blob, as an active item or a tombstone; readers of those revisions may fetch it.
 func (s *Service) collectionHasBlob(ctx context.Context, space, coll, blobID string) (bool, error) {
 	it, found, err := s.store.Get(ctx, keyCollection(space, coll))
 	if err != nil || !found {
 		return false, err
 	}
 	head := attrInt(it, attrVersion)
-	st, _, err := s.stateAt(ctx, space, coll, head)
-	if err != nil {
-		return false, err
-	}
-	for _, e := range st.Entries {
-		if e.BlobID == blobID {
-			return true, nil
+	for rev := head; rev >= 1 && rev > head-blobLookback; rev-- {
+		st, _, err := s.stateAt(ctx, space, coll, rev)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range st.Entries {
+			if e.BlobID == blobID {
+				return true, nil
+			}
 		}
 	}
 	return false, nil

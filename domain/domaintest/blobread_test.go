@@ -1,0 +1,77 @@
+package domaintest_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/domaintest"
+)
+
+func sealedBlob(t *testing.T, f *domaintest.Fixture, p *domain.Principal, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	sum := sha256.Sum256([]byte(text))
+	prep, err := f.Svc.PrepareBlob(ctx, p, domain.BlobPrepareRequest{RequestID: f.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Svc.Upload(ctx, p, prep.UploadID, "text/plain", int64(len(text)), strings.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Svc.CommitBlob(ctx, p, domain.BlobCommitRequest{RequestID: f.RID("bc"), UploadID: prep.UploadID}); err != nil {
+		t.Fatal(err)
+	}
+	return prep.BlobID
+}
+
+// TestBlobReadableThroughOlderRevisionsAndBySource: a reader of a collection can fetch the blob of an item
+// replaced in a later revision, and the collection's source actor can fetch blobs that a writer with a
+// grant put into it.
+func TestBlobReadableThroughOlderRevisionsAndBySource(t *testing.T) {
+	ctx := context.Background()
+	f := domaintest.New(t, memBackend, nil)
+	sp := f.Space()
+	source, writer, reader, stranger := f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	coll, err := f.Svc.CreateCollection(ctx, sp.SpaceID, domain.CreateCollectionRequest{RequestID: "c", SourceActorID: source.ActorID, Scope: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		actor string
+		perm  domain.Permission
+	}{{writer.ActorID, domain.PermMemoryWrite}, {reader.ActorID, domain.PermMemoryRead}} {
+		if _, err := f.Svc.CreateGrant(ctx, sp.SpaceID, domain.CreateGrantRequest{RequestID: f.RID("g"), ActorID: g.actor, Permission: g.perm, CollectionID: coll.CollectionID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writerP, readerP := f.Principal(writer.Token), f.Principal(reader.Token)
+	v1, v2 := sealedBlob(t, f, writerP, "version one"), sealedBlob(t, f, writerP, "version two")
+	for rev, blob := range []string{v1, v2} {
+		exp := int64(rev)
+		if _, err := f.Svc.PublishMemory(ctx, writerP, coll.CollectionID, domain.MemoryPublishRequest{RequestID: f.RID("pub"), ExpectedRevision: &exp,
+			Mode: domain.ModeDelta, Items: []domain.MemoryItemInput{{ItemID: "doc", BlobID: blob, Path: "doc.md"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		who  *domain.Principal
+		blob string
+		want domain.Code
+	}{
+		{readerP, v1, ""}, {readerP, v2, ""}, // revision 1's blob stays readable after revision 2 replaced it
+		{f.Principal(source.Token), v1, ""}, {f.Principal(source.Token), v2, ""},
+		{f.Principal(stranger.Token), v2, domain.CodeNotFound},
+	} {
+		rc, _, err := f.Svc.OpenBlob(ctx, c.who, c.blob)
+		if domain.CodeOf(err) != c.want {
+			t.Fatalf("%s reading %s: %v, want %q", c.who.ActorID, c.blob, err, c.want)
+		}
+		if rc != nil {
+			rc.Close()
+		}
+	}
+}
