@@ -162,6 +162,23 @@ func (fs feedScope) visible(fi FeedItem, applyFilter bool) bool {
 	return true
 }
 
+// feedRead resolves what inbox.read and feed.wait share: the page limit (default and maximum), the
+// consumer's read scope, and the cursor's position within it.
+func (s *Service) feedRead(ctx context.Context, p *Principal, consumerID string, cursor *string, limit int) (feedScope, uint64, int, error) {
+	if limit == 0 {
+		limit = s.limits.InboxPageDefault
+	}
+	if err := checkPageLimit(limit, s.limits.InboxPageMax); err != nil {
+		return feedScope{}, 0, 0, err
+	}
+	fs, err := s.consumerScope(ctx, p, consumerID, ScopeMessageRead)
+	if err != nil {
+		return feedScope{}, 0, 0, err
+	}
+	pos, err := s.position(fs, cursor)
+	return fs, pos, limit, err
+}
+
 // scanBudget bounds how many stored entries one read inspects, so a narrow filter cannot make one request
 // unbounded; the cursor then moves past the entries determined invisible and has_more is true.
 const scanBudgetFactor = 20
@@ -170,18 +187,7 @@ const scanBudgetFactor = 20
 // visible_seq order; the read is bounded by the sequence head read first, so a cursor never passes an item
 // that could still become visible with a lower number (RFC §8.2, §16.2).
 func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) (Page, error) {
-	limit := req.Limit
-	if limit == 0 {
-		limit = s.limits.InboxPageDefault
-	}
-	if err := checkPageLimit(limit, s.limits.InboxPageMax); err != nil {
-		return Page{}, err
-	}
-	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeMessageRead)
-	if err != nil {
-		return Page{}, err
-	}
-	pos, err := s.position(fs, req.Cursor)
+	fs, pos, limit, err := s.feedRead(ctx, p, req.ConsumerID, req.Cursor, req.Limit)
 	if err != nil {
 		return Page{}, err
 	}

@@ -31,18 +31,7 @@ func (s *Service) WaitFeed(ctx context.Context, p *Principal, req WaitRequest) (
 	if req.TimeoutMS < 0 || req.TimeoutMS > s.limits.FeedWaitMaxMS {
 		return Page{}, Errorf(CodeInvalidRequest, "timeout_ms must be between 0 and %d", s.limits.FeedWaitMaxMS).WithDetails("field", "timeout_ms")
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = s.limits.InboxPageDefault
-	}
-	if err := checkPageLimit(limit, s.limits.InboxPageMax); err != nil {
-		return Page{}, err
-	}
-	fs, err := s.consumerScope(ctx, p, req.ConsumerID, ScopeMessageRead)
-	if err != nil {
-		return Page{}, err
-	}
-	pos, err := s.position(fs, req.Cursor)
+	fs, pos, limit, err := s.feedRead(ctx, p, req.ConsumerID, req.Cursor, req.Limit)
 	if err != nil {
 		return Page{}, err
 	}

@@ -68,13 +68,9 @@ it already has.
 			if raw {
 				return rawInbox(cmd, c, cl, con, cursor, limit, withBody)
 			}
-			path := state
-			if path == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					return usagef("no home directory for the default queue file (%v): pass --state", err)
-				}
-				path = filepath.Join(home, ".waypost", con+".queue")
+			path, err := queuePath(state, con)
+			if err != nil {
+				return err
 			}
 			q, err := queue.Open(path, cl, con)
 			if err != nil {
@@ -242,4 +238,16 @@ func printItem(cmd *cobra.Command, cl *client.Client, w io.Writer, it domain.Fee
 		fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(text, "\n", "\n    "))
 	}
 	return nil
+}
+
+// queuePath is the consumer's durable queue file: --state, or ~/.waypost/<consumer>.queue.
+func queuePath(state, consumer string) (string, error) {
+	if state != "" {
+		return state, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", usagef("no home directory for the default queue file (%v): pass --state", err)
+	}
+	return filepath.Join(home, ".waypost", consumer+".queue"), nil
 }

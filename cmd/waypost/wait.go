@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,13 +87,9 @@ processed once printed. Without live_feed it polls every 5 s instead.`,
 				}
 				return fields(w, "next_cursor", page.NextCursor, "has_more", fmt.Sprint(page.HasMore))
 			}
-			path := state
-			if path == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					return usagef("no home directory for the default queue file (%v): pass --state", err)
-				}
-				path = filepath.Join(home, ".waypost", con+".queue")
+			path, err := queuePath(state, con)
+			if err != nil {
+				return err
 			}
 			q, err := queue.Open(path, cl, con)
 			if err != nil {
