@@ -204,3 +204,9 @@ func TestConcurrentSends(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryProperties runs P10–P13 and the RFC §16.3/§16.5 memory scenarios on DynamoDB + S3.
+func TestMemoryProperties(t *testing.T) {
+	limitRapidChecks(t, propChecks)
+	domaintest.RunMemoryProperties(t, awsBackend(t), domaintest.MaxSteps(8))
+}
