@@ -539,3 +539,23 @@ func TestExitCode(t *testing.T) {
 		t.Fatal("plain errors exit 1")
 	}
 }
+
+// TestUnknownCommandIsUsageError: an unknown subcommand or flag at the top level exits 2, no arguments prints help.
+func TestUnknownCommandIsUsageError(t *testing.T) {
+	for _, args := range [][]string{{"nosuchcmd"}, {"--bogus-flag"}} {
+		root := newRoot()
+		root.SetArgs(args)
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		if err := root.Execute(); exitCode(err) != 2 {
+			t.Fatalf("%v: exit %d (%v), want 2", args, exitCode(err), err)
+		}
+	}
+	root := newRoot()
+	root.SetArgs(nil)
+	var out strings.Builder
+	root.SetOut(&out)
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "serve") {
+		t.Fatalf("no arguments: %v\n%s", err, out.String())
+	}
+}

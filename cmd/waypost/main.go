@@ -36,7 +36,16 @@ then use 'waypost send', 'waypost inbox' and 'waypost ack' as a client.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without a subcommand, print help; an unknown subcommand is a usage error (exit 2).
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q: see 'waypost --help'", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	withUsageErrors(root)
 	root.AddCommand(commands()...)
 	return root
 }
