@@ -778,10 +778,10 @@ func drawAck(t *rapid.T, c *mConsumer) []ackEntry {
 
 // drawCheckpoint draws a checkpoint cursor for c: none, its current cursor or one from its history.
 func drawCheckpoint(t *rapid.T, c *mConsumer) *mCursor {
-	switch rapid.IntRange(0, 2).Draw(t, "checkpoint") {
-	case 1:
+	switch rapid.IntRange(0, 3).Draw(t, "checkpoint") {
+	case 1, 2:
 		return c.cur
-	case 2:
+	case 3:
 		if len(c.history) > 0 {
 			h := c.history[rapid.IntRange(0, len(c.history)-1).Draw(t, "old checkpoint")]
 			return &h
@@ -790,29 +790,28 @@ func drawCheckpoint(t *rapid.T, c *mConsumer) *mCursor {
 	return nil
 }
 
-// drawFilter draws a filter over the space's actors, threads and item types (nil: no filter).
+// drawFilter draws a filter over the space's actors, threads and item types (nil: no filter). Each list is
+// left empty (no restriction) or restricted to a drawn non-empty subset, sometimes with duplicates.
 func drawFilter(t *rapid.T, sp *mSpace) *domain.Filter {
-	if rapid.Bool().Draw(t, "no filter") {
+	if rapid.IntRange(0, 3).Draw(t, "no filter") == 0 {
 		return nil
 	}
-	var f domain.Filter
-	for i, a := range sp.actors {
-		if rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("filter producer %d", i)) == 0 {
-			f.ProducerIDs = append(f.ProducerIDs, a.id)
+	subset := func(label string, pool []string) []string {
+		if rapid.Bool().Draw(t, "unrestricted "+label) {
+			return nil
 		}
-	}
-	for _, th := range sp.threads {
-		if rapid.IntRange(0, 3).Draw(t, "filter thread "+th) == 0 {
-			f.ThreadIDs = append(f.ThreadIDs, th)
+		out := []string{pool[rapid.IntRange(0, len(pool)-1).Draw(t, label)]}
+		for _, v := range pool {
+			if rapid.IntRange(0, 2).Draw(t, "also "+label) == 0 {
+				out = append(out, v)
+			}
 		}
+		return out
 	}
-	for _, ty := range []domain.ItemType{domain.ItemMessage, domain.ItemReceipt, domain.ItemMemoryRevision} {
-		if rapid.IntRange(0, 2).Draw(t, "filter type "+string(ty)) == 0 {
-			f.ItemTypes = append(f.ItemTypes, string(ty))
-		}
+	var producers []string
+	for _, a := range sp.actors {
+		producers = append(producers, a.id)
 	}
-	if rapid.IntRange(0, 4).Draw(t, "filter duplicates") == 0 {
-		f.ProducerIDs = append(f.ProducerIDs, f.ProducerIDs...)
-	}
-	return &f
+	types := []string{string(domain.ItemMessage), string(domain.ItemReceipt), string(domain.ItemMemoryRevision)}
+	return &domain.Filter{ProducerIDs: subset("producers", producers), ThreadIDs: subset("threads", sp.threads), ItemTypes: subset("types", types)}
 }

@@ -64,6 +64,9 @@ func propP06(t *testing.T, nb NewBackend, cfg propConfig) {
 			y = sp.actors[3]
 		}
 		cons := []*mConsumer{sp.addConsumer(x, domain.ViewInbox, nil), sp.addConsumer(y, domain.ViewInbox, nil)}
+		for range rapid.IntRange(1, 3).Draw(rt, "initial messages") {
+			w.send(sendSpec{producer: producer, recipients: []*mActor{x, y}, subject: "initial"})
+		}
 		other := func(i int) *mConsumer { return cons[1-i] }
 		pick := func() int { return rapid.IntRange(0, 1).Draw(rt, "consumer") }
 		independent := func(i int, op func()) {
@@ -89,6 +92,9 @@ func propP06(t *testing.T, nb NewBackend, cfg propConfig) {
 			},
 			"ack": func() {
 				i := pick()
+				if cons[i].cur == nil {
+					w.read(cons[i], false, rapid.IntRange(1, 4).Draw(rt, "limit"))
+				}
 				entries, cp := drawAck(rt, cons[i]), drawCheckpoint(rt, cons[i])
 				independent(i, func() { w.ack(cons[i], entries, cp) })
 			},
@@ -120,6 +126,9 @@ func propP07(t *testing.T, nb NewBackend, cfg propConfig) {
 			sp.addConsumer(a, domain.ViewInbox, nil)
 		}
 		sp.addConsumer(x, domain.ViewInbox, nil) // a second installation of x: its own receipts
+		for range rapid.IntRange(1, 3).Draw(rt, "initial messages") {
+			w.send(drawSend(rt, sp, people, people))
+		}
 		runActions(rt, cfg.draw(rt, cfg.steps/2), map[string]func(){
 			"send": func() { w.send(drawSend(rt, sp, people, people)) },
 			"read": func() {
@@ -456,7 +465,10 @@ func propP16(t *testing.T, nb NewBackend, cfg propConfig) {
 		w := newWorld(rt, f)
 		for range 2 {
 			n := rapid.IntRange(2, 3).Draw(rt, "actors")
-			sp := w.newSpace(n, func(int) []domain.Scope {
+			sp := w.newSpace(n, func(i int) []domain.Scope {
+				if i == 0 { // one actor that may not read (message.get and inbox.read must refuse it)
+					return []domain.Scope{domain.ScopeMessageSend, domain.ScopeReceiptWrite, domain.ScopeSpaceObserve}
+				}
 				sc := rapid.SliceOfDistinct(rapid.SampledFrom(scopePool), rapid.ID).Draw(rt, "scopes")
 				if len(sc) == 0 || rapid.Bool().Draw(rt, "all scopes") {
 					sc = domain.AllScopes()
@@ -471,6 +483,9 @@ func propP16(t *testing.T, nb NewBackend, cfg propConfig) {
 			for range rapid.IntRange(2, 4).Draw(rt, "consumers") {
 				view := rapid.SampledFrom([]domain.View{domain.ViewInbox, domain.ViewSpaceLog}).Draw(rt, "view")
 				sp.addConsumer(drawActor(rt, sp.actors, "consumer actor"), view, drawFilter(rt, sp))
+			}
+			for range rapid.IntRange(1, 4).Draw(rt, "initial messages") {
+				w.send(drawSend(rt, sp, sp.actors, sp.actors))
 			}
 		}
 		space := func() *mSpace { return w.spaces[rapid.IntRange(0, len(w.spaces)-1).Draw(rt, "space")] }
@@ -512,6 +527,7 @@ func propP16(t *testing.T, nb NewBackend, cfg propConfig) {
 				w.toggleObserve(drawActor(rt, sp.actors, "actor"))
 			},
 			"get message": func() {
+				// one message, as every actor of both spaces sees it
 				var msgs []*mItem
 				for _, sp := range w.spaces {
 					for _, it := range sp.items {
@@ -523,13 +539,31 @@ func propP16(t *testing.T, nb NewBackend, cfg propConfig) {
 				if len(msgs) == 0 {
 					return
 				}
-				w.getMessage(drawActor(rt, space().actors, "viewer"), msgs[rapid.IntRange(0, len(msgs)-1).Draw(rt, "message")])
+				msg := msgs[rapid.IntRange(0, len(msgs)-1).Draw(rt, "message")]
+				for _, sp := range w.spaces {
+					for _, a := range sp.actors {
+						w.getMessage(a, msg)
+					}
+				}
 			},
 		})
+		// Every consumer that may acks what it sees (receipts for the filters to sort), then every consumer
+		// reads its whole feed.
 		for _, sp := range w.spaces {
 			for _, c := range sp.consumers {
+				var entries []ackEntry
+				for _, it := range sp.items {
+					if it.typ == domain.ItemMessage && c.inView(it) {
+						entries = append(entries, ackEntry{item: it, stage: domain.StageReceived})
+					}
+				}
+				if len(entries) > 0 && len(entries) <= 50 {
+					w.ack(c, entries, nil)
+				}
+			}
+			for _, c := range sp.consumers {
 				c.cur = nil
-				w.readToEnd(c, 7)
+				w.readToEnd(c, rapid.IntRange(1, 7).Draw(rt, "final limit"))
 			}
 		}
 	})
