@@ -67,12 +67,7 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 	if err != nil {
 		return AckResult{}, err
 	}
-	cpPos, hasCP := uint64(0), req.CheckpointCursor != nil && *req.CheckpointCursor != ""
-	if hasCP {
-		if cpPos, err = s.position(fs, req.CheckpointCursor); err != nil {
-			return AckResult{}, err
-		}
-	}
+	hasCP := req.CheckpointCursor != nil && *req.CheckpointCursor != ""
 	// The strongest stage asked for each item, in first-seen order.
 	want := map[string]Stage{}
 	var order []string
@@ -99,13 +94,17 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 				if fs, err = s.consumerScope(ctx, fresh, req.ConsumerID, ScopeReceiptWrite); err != nil {
 					return nil, err
 				}
-				if hasCP {
-					if cpPos, err = s.position(fs, req.CheckpointCursor); err != nil {
-						return nil, err
-					}
-				}
 			}
 			retried = true
+			// The checkpoint cursor is checked here, after the idempotency lookup: a replay returns the
+			// stored result even when the cursor's scope changed since.
+			var cpPos uint64
+			if hasCP {
+				var err error
+				if cpPos, err = s.position(fs, req.CheckpointCursor); err != nil {
+					return nil, err
+				}
+			}
 			return s.prepareAck(ctx, fs, order, want, hasCP, cpPos)
 		},
 	})

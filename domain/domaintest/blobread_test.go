@@ -75,3 +75,31 @@ func TestBlobReadableThroughOlderRevisionsAndBySource(t *testing.T) {
 		}
 	}
 }
+
+// TestAckReplayAfterViewChange: a replayed ack returns its stored result even though its checkpoint cursor
+// now belongs to an older view revision; a new ack with that cursor gets CURSOR_SCOPE_CHANGED.
+func TestAckReplayAfterViewChange(t *testing.T) {
+	ctx := context.Background()
+	f := domaintest.New(t, memBackend, nil)
+	sp := f.Space()
+	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	f.Send(a.P, "hi", b.ActorID)
+	items, cur := f.ReadAll(b.P, b.ConsumerID, nil, 10)
+	req := domain.AckRequest{RequestID: "ack-1", ConsumerID: b.ConsumerID, Items: []domain.AckEntry{{ItemID: items[0].ItemID, Stage: domain.StageReceived}}, CheckpointCursor: &cur}
+	first, err := f.Svc.Ack(ctx, b.P, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Svc.UpdateConsumer(ctx, sp.SpaceID, b.ConsumerID, domain.UpdateConsumerRequest{View: domain.ViewInbox}); err != nil {
+		t.Fatal(err)
+	}
+	p := f.Principal(b.Token)
+	again, err := f.Svc.Ack(ctx, p, req)
+	if err != nil || len(again.Receipts) != 1 || again.Receipts[0] != first.Receipts[0] {
+		t.Fatalf("replay: %+v %v, want %+v", again, err, first)
+	}
+	req.RequestID = "ack-2"
+	if _, err := f.Svc.Ack(ctx, p, req); domain.CodeOf(err) != domain.CodeCursorScopeChanged {
+		t.Fatalf("new ack with an old-view cursor: %v", err)
+	}
+}
