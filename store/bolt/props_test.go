@@ -12,24 +12,28 @@ import (
 
 // TestProperties runs the SUPPLEMENT §15 properties (domaintest.RunProperties) on the embedded store, without
 // fsync (NoSync, a fresh file in a temporary directory per property) and with default batching. Every commit
-// waits up to bolt.DefaultMaxBatchDelay for company, so checks run fewer steps than on the in-memory store.
+// is a real bbolt transaction, so checks run fewer steps than on the in-memory store.
 func TestProperties(t *testing.T) {
-	domaintest.RunProperties(t, func(t testing.TB) domaintest.Backend {
-		store, err := bolt.Open(filepath.Join(t.TempDir(), "items.db"), bolt.Options{NoSync: true})
-		if err != nil {
-			t.Fatalf("bolt.Open: %v", err)
+	domaintest.RunProperties(t, propsBackend, domaintest.MaxSteps(6))
+}
+
+// propsBackend is a fresh embedded backend for one property: bbolt without fsync in a temporary directory,
+// and the blob store on tmpfs when there is one.
+func propsBackend(t testing.TB) domaintest.Backend {
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "items.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("bolt.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("closing the store: %v", err)
 		}
-		t.Cleanup(func() {
-			if err := store.Close(); err != nil {
-				t.Errorf("closing the store: %v", err)
-			}
-		})
-		blobs, err := fsblob.New(propsBlobDir(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: store, Blobs: blobs}
-	}, domaintest.MaxSteps(6))
+	})
+	blobs, err := fsblob.New(propsBlobDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return domaintest.Backend{Store: store, Blobs: blobs}
 }
 
 // propsBlobDir is a fresh directory for the blob store, on tmpfs when the system has one: fsblob syncs every
