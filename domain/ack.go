@@ -68,6 +68,9 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 		return AckResult{}, err
 	}
 	hasCP := req.CheckpointCursor != nil && *req.CheckpointCursor != ""
+	if hasCP && !s.cursors.wellFormed(*req.CheckpointCursor) {
+		return AckResult{}, errInvalidCursor // not one we issued, whatever its scope
+	}
 	// The strongest stage asked for each item, in first-seen order.
 	want := map[string]Stage{}
 	var order []string
@@ -80,7 +83,10 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 		}
 	}
 	retried := false
-	fp := fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
+	fp, ferr := fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
+	if ferr != nil {
+		return AckResult{}, ferr
+	}
 	raw, published, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpInboxAck, req.RequestID), operation: OpInboxAck, requestID: req.RequestID, fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {

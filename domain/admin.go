@@ -34,12 +34,14 @@ func spaceResult(sp Space) SpaceResult {
 		DisplayName: sp.DisplayName, CreatedAt: sp.CreatedAt}
 }
 
-func fingerprintOf(op string, v any) string {
+// fingerprintOf fingerprints a request of an operation; a value JCS cannot represent (invalid UTF-8, a
+// number outside I-JSON) is INVALID_REQUEST.
+func fingerprintOf(op string, v any) (string, error) {
 	fp, err := Fingerprint(map[string]any{"op": op, "req": v})
 	if err != nil {
-		panic(fmt.Sprintf("domain: fingerprint of %s: %v", op, err)) // requests are plain validated structs
+		return "", Errorf(CodeInvalidRequest, "the request cannot be canonicalized (RFC 8785): %v", err)
 	}
-	return fp
+	return fp, nil
 }
 
 func adminKey(space, op, requestID string) port.Key {
@@ -62,9 +64,13 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 		return SpaceResult{}, err
 	}
 	const op = "admin.space.create"
+	fp, err := fingerprintOf(op, map[string]any{"display_name": req.DisplayName})
+	if err != nil {
+		return SpaceResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(globalSpace, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"display_name": req.DisplayName}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			now := s.clock.Now().UTC()
 			var u [16]byte
@@ -134,9 +140,13 @@ func (s *Service) CreateActor(ctx context.Context, spaceID string, req CreateAct
 		return ActorResult{}, err
 	}
 	const op = "admin.actor.create"
+	fp, err := fingerprintOf(op, map[string]any{"display_name": req.DisplayName})
+	if err != nil {
+		return ActorResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"display_name": req.DisplayName}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			a := Actor{ActorID: s.ids.NewID("act"), SpaceID: spaceID, DisplayName: req.DisplayName, CreatedAt: s.clock.Now().UTC()}
 			return &onceTx{resourceID: a.ActorID, build: func(uint64) ([]port.Op, any, []port.Published) {
@@ -279,9 +289,13 @@ func (s *Service) CreateConsumer(ctx context.Context, spaceID string, req Create
 	}
 	f = f.Normalize()
 	const op = "admin.consumer.create"
+	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "view": req.View, "filter": f})
+	if err != nil {
+		return ConsumerResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "view": req.View, "filter": f}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.ActorID))
 			if err != nil {
@@ -384,9 +398,13 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 		return CollectionResult{}, err
 	}
 	const op = "admin.collection.create"
+	fp, err := fingerprintOf(op, map[string]any{"source_actor_id": req.SourceActorID, "collection_id": req.CollectionID, "scope": req.Scope})
+	if err != nil {
+		return CollectionResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"source_actor_id": req.SourceActorID, "collection_id": req.CollectionID, "scope": req.Scope}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.SourceActorID))
 			if err != nil {
@@ -466,9 +484,13 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 		return GrantResult{}, err
 	}
 	const op = "admin.grant.create"
+	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "permission": req.Permission, "collection_id": req.CollectionID, "blob_id": req.BlobID})
+	if err != nil {
+		return GrantResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "permission": req.Permission, "collection_id": req.CollectionID, "blob_id": req.BlobID}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			if req.CollectionID != "" {
 				if _, _, found, err := getRecord[Collection](ctx, s.store, keyCollection(spaceID, req.CollectionID)); err != nil {
@@ -588,9 +610,13 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 	}
 	const op = "admin.token.create"
 	var secret string
+	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "consumer_id": req.ConsumerID, "scopes": scopes, "expires_at": expires})
+	if err != nil {
+		return TokenResult{}, err
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "consumer_id": req.ConsumerID, "scopes": scopes, "expires_at": expires}),
+		fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.ActorID))
 			if err != nil {

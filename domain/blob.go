@@ -180,7 +180,10 @@ func (s *Service) PrepareBlob(ctx context.Context, p *Principal, req BlobPrepare
 	if err := checkFilename(req.Filename); err != nil {
 		return BlobPrepareResult{}, err
 	}
-	fp := fingerprintOf(OpBlobPrepare, map[string]any{"content_type": req.ContentType, "size_bytes": req.SizeBytes, "sha256": req.SHA256, "filename": req.Filename})
+	fp, ferr := fingerprintOf(OpBlobPrepare, map[string]any{"content_type": req.ContentType, "size_bytes": req.SizeBytes, "sha256": req.SHA256, "filename": req.Filename})
+	if ferr != nil {
+		return BlobPrepareResult{}, ferr
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpBlobPrepare, req.RequestID), operation: OpBlobPrepare, requestID: req.RequestID, fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
@@ -323,7 +326,10 @@ func (s *Service) CommitBlob(ctx context.Context, p *Principal, req BlobCommitRe
 	if err := checkRequestID(req.RequestID); err != nil {
 		return BlobInfo{}, err
 	}
-	fp := fingerprintOf(OpBlobCommit, map[string]any{"upload_id": req.UploadID})
+	fp, ferr := fingerprintOf(OpBlobCommit, map[string]any{"upload_id": req.UploadID})
+	if ferr != nil {
+		return BlobInfo{}, ferr
+	}
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpBlobCommit, req.RequestID), operation: OpBlobCommit, requestID: req.RequestID, fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {

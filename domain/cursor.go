@@ -57,6 +57,20 @@ func (c cursorCodec) decode(s string) (cursorBody, error) {
 	return b, nil
 }
 
+// wellFormed reports whether s could be a cursor of this service at all (ASCII, bounded): anything else is
+// INVALID_CURSOR without further checks.
+func (c cursorCodec) wellFormed(s string) bool {
+	if len(s) > 2048 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // checkScope compares a verified cursor with the scope it is used in.
 func (b cursorBody) checkScope(want cursorBody) error {
 	if b.Space != want.Space || b.Actor != want.Actor || b.Consumer != want.Consumer || b.ViewRev != want.ViewRev ||

@@ -367,8 +367,11 @@ func (s *Service) PublishMemory(ctx context.Context, p *Principal, collID string
 		return MemoryPublishResult{}, err
 	}
 	expected := *req.ExpectedRevision
-	fp := fingerprintOf(OpMemoryPublish, map[string]any{"collection_id": collID, "expected_revision": expected, "mode": req.Mode,
+	fp, ferr := fingerprintOf(OpMemoryPublish, map[string]any{"collection_id": collID, "expected_revision": expected, "mode": req.Mode,
 		"items": req.Items, "delete_ids": req.DeleteIDs, "manifest_blob_id": req.ManifestBlobID})
+	if ferr != nil {
+		return MemoryPublishResult{}, ferr
+	}
 	key := keySubmission(p.SpaceID, p.ActorID, OpMemoryPublish, req.RequestID)
 	// Idempotency before CAS: a retry of a publish that succeeded returns its revision even if the head moved.
 	if sub, _, found, err := getRecord[Submission](ctx, s.store, key); err != nil {
