@@ -347,6 +347,11 @@ func (s *Service) CommitBlob(ctx context.Context, p *Principal, req BlobCommitRe
 			}
 			info, err := s.blobs.Head(ctx, blobObjectKey(p.SpaceID, b.BlobID))
 			if errors.Is(err, port.ErrBlobNotFound) {
+				// The sweeper may have expired the upload and deleted its bytes since we read it: then the
+				// sweep won the race and the answer is UPLOAD_EXPIRED, not "nothing uploaded".
+				if cur, rerr := s.upload(ctx, p, req.UploadID); rerr == nil && cur.State != BlobPending {
+					return nil, s.checkUploadable(cur)
+				}
 				return nil, Errorf(CodeInvalidBlob, "no content was uploaded for this upload yet").WithDetails("upload_id", b.UploadID)
 			}
 			if err != nil {
