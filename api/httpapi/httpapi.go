@@ -8,15 +8,14 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
@@ -153,12 +152,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err
 }
 
 func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
+	tok := boundary.Bearer(r.Header)
+	return tok, tok != ""
 }
 
 // principal authenticates the data-plane bearer token.
@@ -205,49 +200,17 @@ func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	if err := strictjson.CheckSyntax(raw); err != nil {
-		return "", invalid(err)
+	if err := boundary.CheckSyntax(raw); err != nil {
+		return "", err
 	}
-	rid := requestIDOf(raw)
-	if err := a.schemas.Validate(schema, raw); err != nil {
-		var ve *schemas.ValidationError
-		if errors.As(err, &ve) {
-			if limit, ok := ve.ResourceLimit(); ok {
-				return rid, domain.Errorf(domain.CodeResourceLimit, "%s", ve.Error()).WithDetails("limit_name", limit)
-			}
-		}
-		return rid, invalid(err)
+	rid := boundary.RequestID(raw)
+	if err := boundary.Validate(a.schemas, schema, raw); err != nil {
+		return rid, err
 	}
 	if err := strictjson.DecodeBytes(raw, v); err != nil {
-		return rid, invalid(err)
+		return rid, boundary.Invalid(err)
 	}
 	return rid, nil
-}
-
-func invalid(err error) error {
-	var se *strictjson.Error
-	msg := err.Error()
-	if errors.As(err, &se) {
-		msg = se.Error()
-	}
-	if len(msg) > 300 {
-		msg = msg[:300]
-	}
-	return domain.Errorf(domain.CodeInvalidRequest, "%s", msg)
-}
-
-// requestIDOf extracts a syntactically valid top-level request_id, for the error envelope only.
-func requestIDOf(raw []byte) string {
-	var probe struct {
-		RequestID any `json:"request_id"`
-	}
-	if json.Unmarshal(raw, &probe) != nil {
-		return ""
-	}
-	if s, ok := probe.RequestID.(string); ok && domain.ValidRequestID(s) {
-		return s
-	}
-	return ""
 }
 
 // handler adapts a data-plane operation: authenticate, run, envelope.

@@ -10,11 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/schemas"
@@ -89,7 +88,7 @@ submission_state is "committed". Save what waypost_inbox returns before acknowle
 // hands the request to the MCP transport. Each tool call re-checks the credential.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(baseURLHeader)
-	tok := bearer(r.Header)
+	tok := boundary.Bearer(r.Header)
 	if tok == "" {
 		unauthorized(w)
 		return
@@ -111,14 +110,6 @@ func unauthorized(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = w.Write([]byte(`{"error":{"code":"UNAUTHENTICATED","message":"missing, malformed, expired or revoked credential"}}`))
-}
-
-func bearer(h http.Header) string {
-	scheme, tok, ok := strings.Cut(h.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(tok)
 }
 
 func baseURL(r *http.Request) string {
@@ -168,7 +159,7 @@ func (h *Handler) handler(t tool) mcp.ToolHandler {
 }
 
 func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.RawMessage) (string, any, error) {
-	p, err := h.svc.Authenticate(ctx, bearer(hdr))
+	p, err := h.svc.Authenticate(ctx, boundary.Bearer(hdr))
 	if err != nil {
 		return "", nil, err
 	}
@@ -178,10 +169,10 @@ func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.R
 	if len(args) > h.svc.Limits().MaxRequestBytes {
 		return "", nil, domain.Errorf(domain.CodePayloadTooLarge, "arguments are larger than %d bytes", h.svc.Limits().MaxRequestBytes)
 	}
-	if err := strictjson.CheckSyntax(args); err != nil {
-		return "", nil, domain.Errorf(domain.CodeInvalidRequest, "%s", err)
+	if err := boundary.CheckSyntax(args); err != nil {
+		return "", nil, err
 	}
-	rid := requestIDOf(args)
+	rid := boundary.RequestID(args)
 	if err := h.validate(t, args); err != nil {
 		return rid, nil, err
 	}
@@ -191,33 +182,8 @@ func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.R
 }
 
 func (h *Handler) validate(t tool, args json.RawMessage) error {
-	var err error
 	if t.schema != "" {
-		err = h.reg.Validate(t.schema, args)
-	} else {
-		err = t.local.validate(args)
+		return boundary.Validate(h.reg, t.schema, args)
 	}
-	if err == nil {
-		return nil
-	}
-	var ve *schemas.ValidationError
-	if asValidation(err, &ve) {
-		if limit, ok := ve.ResourceLimit(); ok {
-			return domain.Errorf(domain.CodeResourceLimit, "%s", ve.Error()).WithDetails("limit_name", limit)
-		}
-	}
-	return domain.Errorf(domain.CodeInvalidRequest, "%s", err)
-}
-
-func requestIDOf(raw json.RawMessage) string {
-	var probe struct {
-		RequestID any `json:"request_id"`
-	}
-	if json.Unmarshal(raw, &probe) != nil {
-		return ""
-	}
-	if s, ok := probe.RequestID.(string); ok && domain.ValidRequestID(s) {
-		return s
-	}
-	return ""
+	return boundary.Invalid(t.local.validate(args))
 }

@@ -3,15 +3,14 @@ package mcpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/schemas"
 )
 
 // callEnv is what a tool's run function gets.
@@ -63,7 +62,7 @@ func (t tool) summary(data any) string {
 func decode[T any](e callEnv) (T, error) {
 	var v T
 	if err := strictjson.DecodeBytes(e.args, &v); err != nil {
-		return v, domain.Errorf(domain.CodeInvalidRequest, "%s", err)
+		return v, boundary.Invalid(err)
 	}
 	return v, nil
 }
@@ -284,5 +283,3 @@ func firstLine(s string) string {
 	}
 	return s
 }
-
-func asValidation(err error, target **schemas.ValidationError) bool { return errors.As(err, target) }
