@@ -110,3 +110,36 @@ func keyCollectionFeed(space, coll string, seq uint64) port.Key {
 func memoryStateKey(space, coll string, rev int64, attempt string) string {
 	return fmt.Sprintf("spaces/%s/collections/%s/states/%020d-%s.json", space, coll, rev, attempt)
 }
+
+// Webhook subscriptions and deliveries (RFC §12, docs/storage-keys.md).
+
+func pkSubscriptions(space string) string { return "WS#" + space }
+func keySubscription(space, sub string) port.Key {
+	return port.Key{PK: pkSubscriptions(space), SK: "S#" + sub}
+}
+
+// keyConsumerSubs indexes the subscriptions that count against subscriptions_per_consumer.
+func keyConsumerSubs(space, consumer string) port.Key {
+	return port.Key{PK: pkSubscriptions(space), SK: "C#" + consumer}
+}
+func keySubHealth(space, sub string) port.Key { return port.Key{PK: "WH#" + space, SK: sub} }
+
+// pkDispatch holds, per space with subscriptions, the visible_seq up to which the embedded dispatcher
+// derived deliveries from the space feed.
+const pkDispatch = "WD"
+
+func keyDispatch(space string) port.Key { return port.Key{PK: pkDispatch, SK: space} }
+
+func pkDeliveries(space string) string { return "DL#" + space }
+func keyDelivery(space, delivery string) port.Key {
+	return port.Key{PK: pkDeliveries(space), SK: delivery}
+}
+
+// pkDue is the durable queue of delivery attempts, ordered by when they are due.
+const pkDue = "WQ"
+
+const dueTimeFormat = "20060102T150405.000000000Z"
+
+func keyDue(at time.Time, space, delivery string) port.Key {
+	return port.Key{PK: pkDue, SK: at.UTC().Format(dueTimeFormat) + "#" + space + "#" + delivery}
+}

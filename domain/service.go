@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/webhook/retry"
 )
 
 // Config configures a Service.
@@ -33,6 +34,12 @@ type Config struct {
 	InlineBodyMax int
 	// CommitRetries bounds optimistic retries of one commit (default 8).
 	CommitRetries int
+	// Webhooks enables webhook subscriptions and deliveries (capability webhook_events) when set.
+	Webhooks port.WebhookSender
+	// DeliveryQueue, when set, is told about every delivery attempt that becomes due (AWS: SQS).
+	DeliveryQueue port.DeliveryQueue
+	// WebhookRetry is the attempt schedule; nil means retry.DefaultPolicy (±10% jitter).
+	WebhookRetry *retry.Policy
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
@@ -51,6 +58,9 @@ type Service struct {
 	retries       int
 	inlineBodyMax int
 	states        *stateCache
+	webhooks      port.WebhookSender
+	deliveryQueue port.DeliveryQueue
+	retryPolicy   retry.Policy
 }
 
 // New returns a Service over the given ports.
@@ -67,6 +77,10 @@ func New(cfg Config) (*Service, error) {
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
 	s.states = newStateCache(64)
+	s.webhooks, s.deliveryQueue, s.retryPolicy = cfg.Webhooks, cfg.DeliveryQueue, retry.DefaultPolicy()
+	if cfg.WebhookRetry != nil {
+		s.retryPolicy = *cfg.WebhookRetry
+	}
 	if cfg.Limits != nil {
 		s.limits = *cfg.Limits
 	}
@@ -81,6 +95,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.caps.Mailbox, s.caps.Receipts = true, true
 	s.caps.LiveFeed = cfg.Watcher != nil
+	s.caps.WebhookEvents = cfg.Webhooks != nil
 	// An ack of n items writes at most 3n+4 ops; publish no more items than the store can commit at once.
 	if maxAck := (cfg.Store.MaxOps() - 4) / 3; s.limits.AckItemsMax > maxAck {
 		s.limits.AckItemsMax = maxAck
