@@ -59,8 +59,9 @@ type WebhookSender interface {
 	// Verify sends a signed {"type":"verification","challenge":…} and requires the echo within 10 s.
 	// Failures are *WebhookVerifyError; other errors mean the check could not run.
 	Verify(ctx context.Context, url string, keys WebhookKeys) error
-	// Deliver makes one signed delivery attempt of ev to url with the given webhook-id attempt. Delivery
-	// failures are reported in the result; an error means the attempt could not be made at all.
+	// Deliver makes one signed delivery attempt of ev to url (webhook-id = the feed item_id, the same on
+	// every attempt). Delivery failures are reported in the result; an error means the attempt could not be
+	// made at all.
 	Deliver(ctx context.Context, url string, keys WebhookKeys, ev WebhookEvent) (WebhookResult, error)
 }
 
