@@ -21,7 +21,7 @@ type StatusResult struct {
 
 // StatusOperations are the write operations whose submissions status can report.
 func StatusOperations() []string {
-	return []string{OpMessageSend, OpInboxAck, OpBlobPrepare, OpBlobCommit, OpMemoryPublish}
+	return []string{OpMessageSend, OpInboxAck, OpBlobPrepare, OpBlobCommit, OpMemoryPublish, OpSubscriptionUpsert, OpSubscriptionStop}
 }
 
 // Status reports the state of the caller's own submission. An unknown request ID is NOT_FOUND, which is

@@ -1,6 +1,9 @@
 package schemas
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -60,7 +63,7 @@ func TestWantedSchemaSet(t *testing.T) {
 		"admin.actor.create.request", "admin.actor.create.response", "admin.actor.revoke.response",
 		"admin.collection.create.request", "admin.collection.create.response",
 		"admin.consumer.create.request", "admin.consumer.response", "admin.consumer.update.request",
-		"admin.empty.request",
+		"admin.deliveries.response", "admin.delivery.response", "admin.empty.request",
 		"admin.grant.create.request", "admin.grant.create.response", "admin.grant.revoke.response",
 		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response",
 		"admin.token.create.request", "admin.token.response", "admin.token.revoke.response",
@@ -69,7 +72,8 @@ func TestWantedSchemaSet(t *testing.T) {
 		"inbox.ack.request", "inbox.ack.response", "inbox.read.request", "inbox.read.response",
 		"memory.export.response", "memory.publish.request", "memory.publish.response", "memory.read.response",
 		"message.get.response", "message.send.request", "message.send.response", "status.response",
-		"upload.response",
+		"subscription.list.response", "subscription.stop.request", "subscription.stop.response",
+		"subscription.upsert.request", "subscription.upsert.response", "upload.response",
 	}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() =\n%v\nwant\n%v", got, want)
@@ -306,6 +310,8 @@ func TestErrorsDoNotEchoStringValues(t *testing.T) {
 		"message.send.request":        `{"request_id":"` + secret + ` x","body":{"text":"a"}}`,
 		"admin.token.create.request":  `{"request_id":"r","actor_id":"a","scopes":["message.read"],"expires_at":"` + secret + `"}`,
 		"admin.space.create.response": `{"space_id":"s","default_recipient_id":"a","source_uri":"` + secret + `"}`,
+		"subscription.upsert.request": `{"request_id":"r","consumer_id":"c","event_types":["waypost.receipt.updated.v1"],` +
+			`"delivery":{"mode":"webhook","url":"https://h.example/","secret":"` + secret + `"}}`,
 	}
 	for name, in := range cases {
 		err := r.Validate(name, []byte(in))
@@ -450,6 +456,10 @@ func TestResourceLimit(t *testing.T) {
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	}
+	subscribe := func(extra string) string {
+		return `{"request_id":"r","consumer_id":"c","event_types":["waypost.receipt.updated.v1"],` +
+			`"delivery":{"mode":"webhook","url":"https://h.example/","secret":"whsec_rBdQJc8BCm4AiFLnM5qNWu1YmLzo+n2Drg7CWj+s408="}` + extra + `}`
+	}
 	tests := []struct {
 		schema, in string
 		limit      string // "" means not a pure limit failure
@@ -466,6 +476,9 @@ func TestResourceLimit(t *testing.T) {
 		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"delta","delete_ids":` + ids(501) + `}`, "memory_inline_changes_max"},
 		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"snapshot","delete_ids":` + ids(501) + `}`, ""},
 		{"memory.publish.request", `{"request_id":"r","expected_revision":0,"mode":"delta","items":` + memItems(501) + `,"x":1}`, ""},
+		{"subscription.upsert.request", subscribe(`,"ttl_seconds":604801`), "subscription_ttl_max"},
+		{"subscription.upsert.request", subscribe(`,"ttl_seconds":59`), ""},
+		{"subscription.upsert.request", subscribe(`,"ttl_seconds":604801,"x":1`), ""},
 	}
 	for _, tc := range tests {
 		verr, ok := errors.AsType[*ValidationError](r.Validate(tc.schema, []byte(tc.in)))
@@ -529,7 +542,44 @@ func TestLimitAnnotations(t *testing.T) {
 		}
 		walk(doc)
 	}
-	if found != 7 {
-		t.Errorf("found %d limit annotations, want 7", found)
+	if found != 8 {
+		t.Errorf("found %d limit annotations, want 8", found)
+	}
+}
+
+// TestWebhookSecretPattern checks the delivery.secret pattern of subscription.upsert.request against the
+// documented recipe ("whsec_" + the standard base64 of 32 random bytes): every such secret is accepted,
+// other lengths and alphabets are not.
+func TestWebhookSecretPattern(t *testing.T) {
+	r := registry(t)
+	req := func(secret string) []byte {
+		return []byte(`{"request_id":"r","consumer_id":"c","event_types":["waypost.message.committed.v1"],` +
+			`"delivery":{"mode":"webhook","url":"https://h.example/hook","secret":"` + secret + `"}}`)
+	}
+	for n := 0; n < 200; n++ {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		s := "whsec_" + base64.StdEncoding.EncodeToString(b)
+		if err := r.Validate("subscription.upsert.request", req(s)); err != nil {
+			t.Fatalf("a generated secret was refused: %v", err)
+		}
+	}
+	for _, n := range []int{0, 16, 31, 33, 48} {
+		s := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, n))
+		if err := r.Validate("subscription.upsert.request", req(s)); err == nil {
+			t.Errorf("a secret of %d bytes was accepted", n)
+		}
+	}
+	for _, s := range []string{
+		"whsec_" + base64.RawStdEncoding.EncodeToString(make([]byte, 32)),
+		"whsec_" + base64.URLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb}, 32)),
+		"WHSEC_" + base64.StdEncoding.EncodeToString(make([]byte, 32)),
+		base64.StdEncoding.EncodeToString(make([]byte, 32)),
+	} {
+		if err := r.Validate("subscription.upsert.request", req(s)); err == nil {
+			t.Errorf("secret %q was accepted", s)
+		}
 	}
 }
