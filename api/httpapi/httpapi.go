@@ -65,6 +65,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	a.routes()
 	a.blobRoutes()
 	a.memoryRoutes()
+	a.subscriptionRoutes()
 	if opts.Extra != nil {
 		opts.Extra(a.mux, a)
 	}
