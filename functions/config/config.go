@@ -1,10 +1,11 @@
-// Package config is the configuration of the Waypost Lambda functions (functions/): every setting comes
-// from one environment variable, listed with its meaning by Vars. The CDK app sets these variables on each
-// function; its tests compare what it sets with EnvVars, so a variable added here and forgotten there (or the
-// reverse) fails a test.
+// Package config is the configuration of the Waypost AWS processes: the Lambda functions (functions/) and
+// the channel container (cmd/waypost-channel). Every setting comes from one environment variable, listed
+// with its meaning by Vars; VarsFor says exactly which of them each function reads. The CDK app sets these
+// variables on each function; its tests compare what it sets on a function with VarsFor, so a variable added
+// here and forgotten there (or the reverse) fails a test.
 //
 // Secrets may be given as a value (tests, emulators) or as the ARN of a Secrets Manager secret (deployed);
-// Load reads the environment only and Resolve fetches secrets named by ARN.
+// LoadFor reads the environment only and Resolve fetches secrets named by ARN.
 package config
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,34 +35,71 @@ const (
 	EnvS3Endpoint       = "WAYPOST_S3_ENDPOINT"
 	EnvChannelURL       = "WAYPOST_CHANNEL_URL"
 	EnvChannelSecret    = "WAYPOST_CHANNEL_SECRET"
+	EnvChannelSecretARN = "WAYPOST_CHANNEL_SECRET_ARN"
+	EnvChannelAddr      = "WAYPOST_CHANNEL_ADDR"
+	EnvDeliveryQueueURL = "WAYPOST_DELIVERY_QUEUE_URL"
+	EnvSQSEndpoint      = "WAYPOST_SQS_ENDPOINT"
 )
+
+// Names of the functions: the Lambda functions (functions/<name>, or written later for dispatcher and
+// deliverer) and Channel, the always-on channel container (cmd/waypost-channel, deploy/channel).
+const (
+	Mailbox    = "mailbox"    // HTTP: messages, inbox, status, describe
+	Memory     = "memory"     // HTTP: memory routes
+	Blobs      = "blobs"      // HTTP: blob and upload routes
+	Admin      = "admin"      // HTTP: /admin/v0; the only holder of the admin secret
+	MCP        = "mcp"        // HTTP: /mcp
+	Sweeper    = "sweeper"    // EventBridge schedule: expires unsealed uploads
+	Dispatcher = "dispatcher" // DynamoDB Streams → delivery queue
+	Deliverer  = "deliverer"  // delivery queue → webhooks
+	Channel    = "channel"    // container: channel hubs, their internal API, and feed.wait
+)
+
+// Functions returns every function name, in a stable order.
+func Functions() []string {
+	return []string{Mailbox, Memory, Blobs, Admin, MCP, Sweeper, Dispatcher, Deliverer, Channel}
+}
+
+// httpFunctions serve the shared HTTP handler behind API Gateway; each may be sent any route, so each reads
+// the same variables (the admin function adds the admin secret).
+func httpFunctions() []string { return []string{Mailbox, Memory, Blobs, Admin, MCP} }
 
 // Var documents one environment variable.
 type Var struct {
 	Name string
-	// Required says whether every function needs it; "one of" pairs (a value or an ARN) are documented in
-	// Doc and checked by Load.
+	// Required says whether every function that reads it (Functions) needs it; "one of" pairs (a value or
+	// an ARN) are documented in Doc and checked by LoadFor.
 	Required bool
 	Doc      string
+	// Functions lists the functions that read the variable: VarsFor is derived from it.
+	Functions []string
 }
 
 // Vars lists every environment variable the functions read, in a stable order.
 func Vars() []Var {
+	http := httpFunctions()
+	all := Functions()
+	withChannel := append(httpFunctions(), Channel)
+	queue := []string{Dispatcher, Deliverer}
 	return []Var{
-		{EnvTable, true, "name of the DynamoDB table (store/dynamo layout: pk, sk)"},
-		{EnvBucket, true, "name of the S3 bucket holding blobs and large message bodies"},
-		{EnvBlobPrefix, false, "key prefix inside the bucket (default none)"},
-		{EnvAdminSecret, false, "admin secret (Bearer for /admin/v0) as a value; tests and emulators only"},
-		{EnvAdminSecretARN, false, "ARN of the Secrets Manager secret holding the admin secret; only the admin function gets it or " + EnvAdminSecret + ". Without either, /admin/v0 is disabled"},
-		{EnvCursorKey, false, "cursor HMAC key (at least 32 bytes) as a value; tests and emulators only"},
-		{EnvCursorKeyARN, false, "ARN of the Secrets Manager secret holding the cursor HMAC key; this or " + EnvCursorKey + " is required, and every function of a deployment must share it"},
-		{EnvInlineBodyMax, false, "largest message body in bytes committed inline in DynamoDB (default 4096); larger bodies go to S3"},
-		{EnvLogLevel, false, "debug, info (default), warn or error; logs are JSON lines on stdout"},
-		{EnvVersion, false, "application version published by describe (default dev)"},
-		{EnvDynamoDBEndpoint, false, "DynamoDB endpoint URL override (emulators only; response checksums are then not validated)"},
-		{EnvS3Endpoint, false, "S3 endpoint URL override (emulators only; path-style addressing)"},
-		{EnvChannelURL, false, "base URL of the channel service; when set, every commit announces {visible_seq, item_id} there (best effort) so feed.wait wakes"},
-		{EnvChannelSecret, false, "bearer secret of the channel service's internal API (required with " + EnvChannelURL + ")"},
+		{EnvTable, true, "name of the DynamoDB table (store/dynamo layout: pk, sk)", all},
+		{EnvBucket, true, "name of the S3 bucket holding blobs and large message bodies", all},
+		{EnvBlobPrefix, false, "key prefix inside the bucket (default none); every function of a deployment must share it", all},
+		{EnvAdminSecret, false, "admin secret (Bearer for /admin/v0) as a value; tests and emulators only", []string{Admin}},
+		{EnvAdminSecretARN, false, "ARN of the Secrets Manager secret holding the admin secret; only the admin function reads it or " + EnvAdminSecret + ", and requires one of them", []string{Admin}},
+		{EnvCursorKey, false, "cursor HMAC key (at least 32 bytes) as a value; tests and emulators only", withChannel},
+		{EnvCursorKeyARN, false, "ARN of the Secrets Manager secret holding the cursor HMAC key; this or " + EnvCursorKey + " is required by the HTTP functions and the channel container, which must all share it", withChannel},
+		{EnvInlineBodyMax, false, "largest message body in bytes committed inline in DynamoDB (default 4096); larger bodies go to S3", http},
+		{EnvLogLevel, false, "debug, info (default), warn or error; logs are JSON lines on stdout", all},
+		{EnvVersion, false, "application version published by describe and logged at start-up (default dev)", all},
+		{EnvDynamoDBEndpoint, false, "DynamoDB endpoint URL override (emulators only; response checksums are then not validated)", all},
+		{EnvS3Endpoint, false, "S3 endpoint URL override (emulators only; path-style addressing)", all},
+		{EnvChannelURL, false, "base URL of the channel service; when set, every commit announces {visible_seq, item_id} there (best effort) so feed.wait wakes", http},
+		{EnvChannelSecret, false, "bearer secret (at least 16 bytes) of the channel service's internal API as a value; with " + EnvChannelURL + " in the HTTP functions, required (or its ARN) by the channel container", withChannel},
+		{EnvChannelSecretARN, false, "ARN of the Secrets Manager secret holding the channel service's bearer secret, instead of " + EnvChannelSecret, withChannel},
+		{EnvChannelAddr, false, "listen address of the channel container (default " + DefaultChannelAddr + "): internal API, feed.wait and /healthz on one port", []string{Channel}},
+		{EnvDeliveryQueueURL, true, "URL of the SQS queue of webhook deliveries (dispatcher sends, deliverer receives)", queue},
+		{EnvSQSEndpoint, false, "SQS endpoint URL override (emulators only)", queue},
 	}
 }
 
@@ -74,9 +113,33 @@ func EnvVars() []string {
 	return out
 }
 
+// VarsFor returns the names of exactly the environment variables function reads, in the order of Vars.
+// It is the list the CDK app sets on that function (required ones always, optional ones when used).
+func VarsFor(function string) ([]string, error) {
+	if !slices.Contains(Functions(), function) {
+		return nil, fmt.Errorf("config: unknown function %q (want one of %s)", function, strings.Join(Functions(), ", "))
+	}
+	var out []string
+	for _, v := range Vars() {
+		if slices.Contains(v.Functions, function) {
+			out = append(out, v.Name)
+		}
+	}
+	return out, nil
+}
+
 // DefaultInlineBodyMax is the default of WAYPOST_INLINE_BODY_MAX. Inline bodies cost 2 write units per KB
 // of the message item; above about 4 KB one S3 PUT is cheaper (docs/dynamodb.md).
 const DefaultInlineBodyMax = 4096
+
+// DefaultChannelAddr is the default of WAYPOST_CHANNEL_ADDR: every interface, as a container needs.
+const DefaultChannelAddr = ":8788"
+
+// MinChannelSecretBytes is the shortest channel secret accepted (chanservice.MinSecretBytes).
+const MinChannelSecretBytes = 16
+
+// MinCursorKeyBytes is the shortest cursor key accepted.
+const MinCursorKeyBytes = 32
 
 // Config is the loaded configuration.
 type Config struct {
@@ -94,24 +157,50 @@ type Config struct {
 	S3Endpoint       string
 	ChannelURL       string
 	ChannelSecret    string
+	ChannelSecretARN string
+	ChannelAddr      string
+	DeliveryQueueURL string
+	SQSEndpoint      string
 }
 
-// Load reads the configuration from the process environment.
+// Load reads every variable of Vars from the process environment, with the checks of LoadFrom.
 func Load() (Config, error) { return LoadFrom(os.LookupEnv) }
 
-// LoadFrom reads the configuration through lookup (os.LookupEnv in Load).
+// LoadFrom reads every variable of Vars through lookup (os.LookupEnv in Load). It requires what every HTTP
+// function requires (table, bucket, cursor key) and no admin secret; processes should use LoadFor, which
+// reads and requires exactly what one function needs.
 func LoadFrom(lookup func(string) (string, bool)) (Config, error) {
-	get := func(name string) string {
-		v, _ := lookup(name)
-		return strings.TrimSpace(v)
+	return load("", EnvVars(), lookup)
+}
+
+// LoadFor reads the configuration of function through lookup (os.LookupEnv in a process): exactly the
+// variables VarsFor(function) lists, and no other, each checked. Variables of other functions are never
+// looked up, so setting them changes nothing.
+func LoadFor(function string, lookup func(string) (string, bool)) (Config, error) {
+	names, err := VarsFor(function)
+	if err != nil {
+		return Config{}, err
 	}
+	return load(function, names, lookup)
+}
+
+// load reads names through lookup and checks them for function ("" for LoadFrom).
+func load(function string, names []string, lookup func(string) (string, bool)) (Config, error) {
+	values := make(map[string]string, len(names))
+	for _, n := range names {
+		v, _ := lookup(n)
+		values[n] = strings.TrimSpace(v)
+	}
+	reads := func(name string) bool { _, ok := values[name]; return ok }
+	get := func(name string) string { return values[name] }
 	c := Config{
 		Table: get(EnvTable), Bucket: get(EnvBucket), BlobPrefix: get(EnvBlobPrefix),
 		AdminSecret: get(EnvAdminSecret), AdminSecretARN: get(EnvAdminSecretARN),
 		CursorKey: get(EnvCursorKey), CursorKeyARN: get(EnvCursorKeyARN),
 		InlineBodyMax: DefaultInlineBodyMax, Version: get(EnvVersion),
 		DynamoDBEndpoint: get(EnvDynamoDBEndpoint), S3Endpoint: get(EnvS3Endpoint),
-		ChannelURL: get(EnvChannelURL), ChannelSecret: get(EnvChannelSecret),
+		ChannelURL: get(EnvChannelURL), ChannelSecret: get(EnvChannelSecret), ChannelSecretARN: get(EnvChannelSecretARN),
+		ChannelAddr: get(EnvChannelAddr), DeliveryQueueURL: get(EnvDeliveryQueueURL), SQSEndpoint: get(EnvSQSEndpoint),
 	}
 	var errs []error
 	if c.Table == "" {
@@ -120,19 +209,28 @@ func LoadFrom(lookup func(string) (string, bool)) (Config, error) {
 	if c.Bucket == "" {
 		errs = append(errs, fmt.Errorf("%s is required", EnvBucket))
 	}
-	if (c.ChannelURL == "") != (c.ChannelSecret == "") {
-		errs = append(errs, fmt.Errorf("set %s and %s together", EnvChannelURL, EnvChannelSecret))
+	errs = append(errs, oneOf(EnvAdminSecret, c.AdminSecret, EnvAdminSecretARN, c.AdminSecretARN, function == Admin))
+	if reads(EnvCursorKey) {
+		errs = append(errs, oneOf(EnvCursorKey, c.CursorKey, EnvCursorKeyARN, c.CursorKeyARN, true))
+		if c.CursorKey != "" && len(c.CursorKey) < MinCursorKeyBytes {
+			errs = append(errs, fmt.Errorf("%s must have at least %d bytes", EnvCursorKey, MinCursorKeyBytes))
+		}
 	}
-	if c.AdminSecret != "" && c.AdminSecretARN != "" {
-		errs = append(errs, fmt.Errorf("set %s or %s, not both", EnvAdminSecret, EnvAdminSecretARN))
+	if reads(EnvChannelSecret) {
+		hasSecret := c.ChannelSecret != "" || c.ChannelSecretARN != ""
+		errs = append(errs, oneOf(EnvChannelSecret, c.ChannelSecret, EnvChannelSecretARN, c.ChannelSecretARN, function == Channel))
+		if reads(EnvChannelURL) && (c.ChannelURL == "") != !hasSecret {
+			errs = append(errs, fmt.Errorf("set %s and %s (or %s) together", EnvChannelURL, EnvChannelSecret, EnvChannelSecretARN))
+		}
+		if c.ChannelSecret != "" && len(c.ChannelSecret) < MinChannelSecretBytes {
+			errs = append(errs, fmt.Errorf("%s must have at least %d bytes", EnvChannelSecret, MinChannelSecretBytes))
+		}
 	}
-	switch {
-	case c.CursorKey != "" && c.CursorKeyARN != "":
-		errs = append(errs, fmt.Errorf("set %s or %s, not both", EnvCursorKey, EnvCursorKeyARN))
-	case c.CursorKey == "" && c.CursorKeyARN == "":
-		errs = append(errs, fmt.Errorf("%s or %s is required", EnvCursorKey, EnvCursorKeyARN))
-	case c.CursorKey != "" && len(c.CursorKey) < 32:
-		errs = append(errs, fmt.Errorf("%s must have at least 32 bytes", EnvCursorKey))
+	if reads(EnvChannelAddr) && c.ChannelAddr == "" {
+		c.ChannelAddr = DefaultChannelAddr
+	}
+	if reads(EnvDeliveryQueueURL) && function != "" && c.DeliveryQueueURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required", EnvDeliveryQueueURL))
 	}
 	if v := get(EnvInlineBodyMax); v != "" {
 		n, err := strconv.Atoi(v)
@@ -150,20 +248,44 @@ func LoadFrom(lookup func(string) (string, bool)) (Config, error) {
 		c.Version = "dev"
 	}
 	if err := errors.Join(errs...); err != nil {
+		if function != "" {
+			return Config{}, fmt.Errorf("config of %s: %w", function, err)
+		}
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
 }
 
+// oneOf checks a secret given as a value or as an ARN: never both, and one of them when required.
+func oneOf(valueEnv, value, arnEnv, arn string, required bool) error {
+	switch {
+	case value != "" && arn != "":
+		return fmt.Errorf("set %s or %s, not both", valueEnv, arnEnv)
+	case required && value == "" && arn == "":
+		return fmt.Errorf("%s or %s is required", valueEnv, arnEnv)
+	}
+	return nil
+}
+
 // SecretGetter fetches the string value of a secret by ARN (Secrets Manager's GetSecretValue).
 type SecretGetter func(ctx context.Context, arn string) (string, error)
 
-// Resolve fills AdminSecret and CursorKey from the secrets their ARNs name, if any.
+// HasSecretARNs says whether Resolve has anything to fetch.
+func (c *Config) HasSecretARNs() bool {
+	return c.AdminSecretARN != "" || c.CursorKeyARN != "" || c.ChannelSecretARN != ""
+}
+
+// Resolve fills AdminSecret, CursorKey and ChannelSecret from the secrets their ARNs name, if any, and
+// checks the lengths of the cursor key and the channel secret when there is one.
 func (c *Config) Resolve(ctx context.Context, get SecretGetter) error {
 	for _, s := range []struct {
 		arn, env string
 		dst      *string
-	}{{c.AdminSecretARN, EnvAdminSecretARN, &c.AdminSecret}, {c.CursorKeyARN, EnvCursorKeyARN, &c.CursorKey}} {
+	}{
+		{c.AdminSecretARN, EnvAdminSecretARN, &c.AdminSecret},
+		{c.CursorKeyARN, EnvCursorKeyARN, &c.CursorKey},
+		{c.ChannelSecretARN, EnvChannelSecretARN, &c.ChannelSecret},
+	} {
 		if s.arn == "" {
 			continue
 		}
@@ -176,8 +298,11 @@ func (c *Config) Resolve(ctx context.Context, get SecretGetter) error {
 			return fmt.Errorf("config: the secret of %s is empty", s.env)
 		}
 	}
-	if len(c.CursorKey) < 32 {
-		return fmt.Errorf("config: the cursor key must have at least 32 bytes")
+	if (c.CursorKey != "" || c.CursorKeyARN != "") && len(c.CursorKey) < MinCursorKeyBytes {
+		return fmt.Errorf("config: the cursor key must have at least %d bytes", MinCursorKeyBytes)
+	}
+	if c.ChannelSecret != "" && len(c.ChannelSecret) < MinChannelSecretBytes {
+		return fmt.Errorf("config: the channel secret must have at least %d bytes", MinChannelSecretBytes)
 	}
 	return nil
 }

@@ -1,0 +1,75 @@
+// Package emutest finds the local AWS emulators for the tests of functions/: the S3 emulator (versitygw,
+// through store/s3blob/s3test) and aws-lambda-rie. A test skips when one is missing, unless
+// WAYPOST_REQUIRE_EMULATORS is set (scripts/test sets it after starting them): then it fails.
+package emutest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/waypost/waypost/store/s3blob/s3test"
+)
+
+// EnvRequire makes a missing emulator a test failure instead of a skip.
+const EnvRequire = "WAYPOST_REQUIRE_EMULATORS"
+
+// EnvRIE names the aws-lambda-rie binary (scripts/emulators sets it).
+const EnvRIE = "WAYPOST_TEST_LAMBDA_RIE"
+
+// missing skips t, or fails it under WAYPOST_REQUIRE_EMULATORS.
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(EnvRequire) != "" {
+		t.Fatalf("%s (and %s is set, so this is a failure)", why, EnvRequire)
+	}
+	t.Skip(why)
+}
+
+// S3 returns the S3 emulator (s3test.Lookup), or skips (fails) the test without one.
+func S3(t testing.TB) s3test.Env {
+	t.Helper()
+	e, why := s3test.Lookup()
+	if why != "" {
+		missing(t, "no S3 emulator: "+why+". Run the tests through scripts/test (which starts scripts/emulators), "+
+			"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")
+	}
+	return e
+}
+
+// RIE returns the path of aws-lambda-rie (WAYPOST_TEST_LAMBDA_RIE, PATH, $GOPATH/bin), or skips (fails) the
+// test without one.
+func RIE(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(EnvRIE); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
+		return p
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			gopath = filepath.Join(home, "go")
+		}
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		p := filepath.Join(dir, "bin", "aws-lambda-rie")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	missing(t, "aws-lambda-rie not found ("+EnvRIE+", PATH, $GOPATH/bin): run the tests through scripts/test, "+
+		"or go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
+	return ""
+}
+
+// AWSEnv returns the process environment of code talking to the emulators through the AWS SDK: region,
+// the S3 emulator's static credentials (minidyn checks none), and no shared files or instance metadata.
+func AWSEnv(s3 s3test.Env) map[string]string {
+	return map[string]string{
+		"AWS_REGION": s3.Region, "AWS_ACCESS_KEY_ID": s3.AccessKey, "AWS_SECRET_ACCESS_KEY": s3.SecretKey,
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+	}
+}
