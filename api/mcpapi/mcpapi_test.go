@@ -151,7 +151,7 @@ func TestToolsListNamesAndSchemas(t *testing.T) {
 	}
 	want := []string{"waypost_ack", "waypost_blob_commit", "waypost_blob_get", "waypost_blob_prepare", "waypost_describe",
 		"waypost_get_message", "waypost_inbox", "waypost_memory_export", "waypost_memory_publish", "waypost_memory_read",
-		"waypost_send", "waypost_status", "waypost_wait"}
+		"waypost_send", "waypost_status", "waypost_subscribe", "waypost_subscriptions", "waypost_unsubscribe", "waypost_wait"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Errorf("tools/list = %v\nwant %v", names, want)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -53,6 +54,13 @@ func (t tool) summary(data any) string {
 		return fmt.Sprintf("collection %s at revision %d (changed=%v)", d.CollectionID, d.Revision, d.Changed)
 	case domain.MemoryPage:
 		return fmt.Sprintf("%d items of collection %s at revision %d, has_more=%v", len(d.Items), d.CollectionID, d.Revision, d.HasMore)
+	case domain.SubscriptionResult:
+		return fmt.Sprintf("subscription %s %s, expires_at %s; renew (same arguments, new request_id) before %s",
+			d.SubscriptionID, d.State, d.ExpiresAt.Format(time.RFC3339), d.RefreshBefore.Format(time.RFC3339))
+	case domain.SubscriptionList:
+		return fmt.Sprintf("%d subscriptions", len(d.Subscriptions))
+	case domain.StopSubscriptionResult:
+		return fmt.Sprintf("subscription %s %s; requests already in flight may still arrive", d.SubscriptionID, d.State)
 	default:
 		return t.name + " succeeded; the result is in structuredContent"
 	}
@@ -74,7 +82,7 @@ func (h *Handler) tools() []tool {
 			run:         func(svc *domain.Service, e callEnv) (any, error) { return svc.Describe(e.ctx, e.p) }},
 		{name: "waypost_status", title: "Submission status", readOnly: true,
 			local: mustLocal(`{"type":"object","required":["operation","request_id"],"additionalProperties":false,"properties":{` +
-				`"operation":{"type":"string","enum":["message.send","inbox.ack","blob.prepare","blob.commit","memory.publish"]},` +
+				`"operation":{"type":"string","enum":` + jsonList(domain.StatusOperations()) + `},` +
 				`"request_id":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,128}$"}}}`),
 			description: "State (reserved, prepared, committed, failed) and stable result of one of your writes, by operation and request_id. Use it after a timeout before retrying with the same request_id.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
@@ -207,6 +215,7 @@ func (h *Handler) tools() []tool {
 				return svc.ExportMemory(e.ctx, e.p, a.CollectionID, a.Revision)
 			}},
 	}
+	ts = append(ts, subscriptionTools()...)
 	if h.svc.Capabilities().LiveFeed {
 		ts = append(ts, tool{name: "waypost_wait", title: "Wait for new items", readOnly: true,
 			local: mustLocal(`{"type":"object","required":["consumer_id"],"additionalProperties":false,"properties":{` +
@@ -227,6 +236,51 @@ func (h *Handler) tools() []tool {
 			}})
 	}
 	return ts
+}
+
+// unsupportedNote ends the description of every webhook tool: the tools are always listed, so that a client
+// sees one tool list whatever the deployment, and answer UNSUPPORTED where webhook_events is off.
+const unsupportedNote = " Needs the subscription.manage scope; where waypost_describe reports capabilities.webhook_events=false it answers UNSUPPORTED: poll with waypost_inbox or waypost_wait instead."
+
+// subscriptionTools are the webhook subscription operations (RFC §12.3, SUPPLEMENT §11.1).
+func subscriptionTools() []tool {
+	return []tool{
+		{name: "waypost_subscriptions", title: "List webhook subscriptions", readOnly: true, local: mustLocal(`{"type":"object","additionalProperties":false}`),
+			description: "Your webhook subscriptions with their state, expiry and delivery health (last success, last failure and reason, consecutive failures)." + unsupportedNote,
+			run:         func(svc *domain.Service, e callEnv) (any, error) { return svc.ListSubscriptions(e.ctx, e.p) }},
+		{name: "waypost_subscribe", title: "Subscribe a webhook", schema: "subscription.upsert.request",
+			description: "Create or renew a webhook subscription for one of your consumers. The receiver must already hold delivery.secret (\"whsec_\" + base64 of 32 random bytes) and answer the signed verification challenge within 10 s, else WEBHOOK_VERIFICATION_FAILED; private or non-HTTPS targets are FORBIDDEN_TARGET. The same arguments with a new request_id renew the same subscription before refresh_before. Events only announce new items: read the content with waypost_inbox." + unsupportedNote,
+			run: func(svc *domain.Service, e callEnv) (any, error) {
+				req, err := decode[domain.UpsertSubscriptionRequest](e)
+				if err != nil {
+					return nil, err
+				}
+				return svc.UpsertSubscription(e.ctx, e.p, req)
+			}},
+		{name: "waypost_unsubscribe", title: "Stop a webhook subscription",
+			local: mustLocal(`{"type":"object","required":["subscription_id","request_id"],"additionalProperties":false,"properties":{` +
+				`"subscription_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"request_id":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,128}$"}}}`),
+			description: "Stop a webhook subscription; stopping a stopped one succeeds again. Future attempts stop; a request already in flight may still arrive." + unsupportedNote,
+			run: func(svc *domain.Service, e callEnv) (any, error) {
+				a, err := decode[struct {
+					SubscriptionID string `json:"subscription_id"`
+					RequestID      string `json:"request_id"`
+				}](e)
+				if err != nil {
+					return nil, err
+				}
+				return svc.StopSubscription(e.ctx, e.p, a.SubscriptionID, domain.StopSubscriptionRequest{RequestID: a.RequestID})
+			}},
+	}
+}
+
+// jsonList renders a list of strings as a JSON array (for local schemas built from domain constants).
+func jsonList(list []string) string {
+	b, err := json.Marshal(list)
+	if err != nil {
+		panic(fmt.Sprintf("mcpapi: encoding %v: %v", list, err)) // a []string always encodes
+	}
+	return string(b)
 }
 
 func absolute(base, path string) string {
