@@ -27,6 +27,8 @@ import (
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
+	"github.com/waypost/waypost/webhook/dial"
+	"github.com/waypost/waypost/webhook/sender"
 )
 
 // Config configures an embedded server.
@@ -43,6 +45,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is published by describe.
 	Version string
+	// Webhooks configures webhook subscriptions and the in-process delivery worker (on by default,
+	// public HTTPS targets only).
+	Webhooks WebhookConfig
 }
 
 // InlineBodyMax is the largest message body the embedded deployment commits inside the publish
@@ -57,6 +62,8 @@ type Server struct {
 	api             *httpapi.API
 	http            *http.Server
 	listener        net.Listener
+	sender          *sender.Sender
+	worker          *webhookWorker
 	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
 }
 
@@ -109,9 +116,27 @@ func Open(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: channel service: %w", err)
 	}
 	live := livefeed.New(channels, cfg.Logger)
-	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
+	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
 		Notifier: live, Watcher: live,
-		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax})
+		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax}
+	if !cfg.Webhooks.Disabled {
+		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
+		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).
+		snd, err := sender.New(sender.Options{Dial: dial.Options{AllowHTTP: cfg.Webhooks.AllowLoopback,
+			AllowLoopback: cfg.Webhooks.AllowLoopback}})
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("server: webhook sender: %w", err)
+		}
+		s.sender, s.worker = snd, newWebhookWorker(cfg.Logger, cfg.Webhooks)
+		dcfg.Webhooks, dcfg.DeliveryQueue = snd, s.worker
+		dcfg.Notifier = pokingNotifier{next: live, w: s.worker}
+		if cfg.Webhooks.AllowLoopback {
+			cfg.Logger.Warn("webhooks: loopback and plain-http targets are allowed (--allow-loopback-webhooks); " +
+				"never use this where untrusted users register webhook targets")
+		}
+	}
+	svc, err := domain.New(dcfg)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -136,6 +161,9 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.store, s.svc, s.api = st, svc, api
+	if s.worker != nil {
+		s.worker.start(svc)
+	}
 	return s, nil
 }
 
@@ -207,6 +235,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
+	// The webhook worker stops alongside the HTTP server: no new attempts, those in flight get a grace.
+	workerDone := make(chan struct{})
+	go func() { s.stopWorker(); close(workerDone) }()
+	defer func() { <-workerDone }()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.http.Shutdown(sctx); err != nil {
@@ -215,5 +247,18 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the store.
-func (s *Server) Close() error { return s.store.Close() }
+// stopWorker stops the webhook worker, if any (idempotent).
+func (s *Server) stopWorker() {
+	if s.worker != nil {
+		s.worker.stop()
+	}
+}
+
+// Close stops the webhook worker and releases the store.
+func (s *Server) Close() error {
+	s.stopWorker()
+	if s.sender != nil {
+		s.sender.Close()
+	}
+	return s.store.Close()
+}

@@ -21,9 +21,20 @@ func newServeCmd() *cobra.Command {
 
 The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
 <data>/admin-secret (mode 0600) on first start and its path is printed. Stop with Ctrl-C: in-flight
-requests finish before the process exits.`,
+requests finish before the process exits.
+
+Webhook subscriptions (capability webhook_events) are on: an in-process worker signs and delivers an
+event for each committed feed item to every subscription that may see it, retrying a failed attempt at
+1 s, 5 s, 30 s and 5 min. Targets must be HTTPS on a public address; private, loopback and link-local
+addresses are refused when the connection is made (see docs/webhooks.md).
+
+--allow-loopback-webhooks also admits loopback targets (127.0.0.1, ::1, any port) and plain http://, so
+that a receiver on your own machine can be tested. It is for local development only: NEVER use it where
+untrusted users can register webhook targets, because they could then make the server send requests to
+services on its own host. The server warns loudly at start when it is set.`,
 		Example: `  waypost serve
-  waypost serve --addr 127.0.0.1:9000 --data /var/lib/waypost`,
+  waypost serve --addr 127.0.0.1:9000 --data /var/lib/waypost
+  waypost serve --allow-loopback-webhooks    # local development: deliver webhooks to http://127.0.0.1:…`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -33,6 +44,11 @@ requests finish before the process exits.`,
 			cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg.AdminSecret = os.Getenv("WAYPOST_ADMIN_SECRET")
 			cfg.Version = version
+			if cfg.Webhooks.AllowLoopback {
+				fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: --allow-loopback-webhooks is set: webhook targets on loopback "+
+					"addresses and plain http:// are allowed. This is for local development only and must never be "+
+					"used where untrusted users register webhook targets.")
+			}
 			srv, err := server.Open(cfg)
 			if err != nil {
 				return err
@@ -56,5 +72,7 @@ requests finish before the process exits.`,
 	f.StringVar(&cfg.DataDir, "data", "./waypost-data", "data directory (created on first start)")
 	f.BoolVar(&cfg.NoSync, "unsafe-no-fsync", false, "do not fsync commits (benchmarks only: a crash can lose acknowledged writes)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
+		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
 }
