@@ -1,0 +1,239 @@
+// Package sqstest gives tests an SQS-compatible endpoint: the one scripts/emulators started (named by
+// WAYPOST_TEST_SQS_ENDPOINT), or, when none is named and the goaws binary (github.com/Admiral-Piett/goaws
+// v0.5.4, installed as "goaws") is found, one it starts itself on a free port with a generated
+// configuration. Without either, Require skips the test and says how to get one, or fails it when
+// WAYPOST_REQUIRE_EMULATORS is set (scripts/test sets it).
+//
+// goaws does not check request signatures; it listens on every interface (0.0.0.0) of the port it is
+// given, and the tests address it on loopback.
+package sqstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/waypost/waypost/store/sqsqueue"
+)
+
+// Environment variables.
+const (
+	// EnvEndpoint names a running endpoint (scripts/emulators prints it).
+	EnvEndpoint = "WAYPOST_TEST_SQS_ENDPOINT"
+	// EnvGoaws overrides where the goaws binary is looked for.
+	EnvGoaws = "WAYPOST_TEST_GOAWS"
+	// EnvRequire makes a missing emulator a test failure instead of a skip.
+	EnvRequire = "WAYPOST_REQUIRE_EMULATORS"
+)
+
+// Region and credentials the emulator is addressed with (it checks no signature).
+const (
+	Region    = "us-east-1"
+	AccessKey = "waypost-test"
+	SecretKey = "waypost-test-secret"
+	// AccountID is the account of the queue URLs of an emulator started here or by scripts/emulators.
+	AccountID = "100010001000"
+)
+
+// Env is a reachable SQS-compatible endpoint.
+type Env struct {
+	Endpoint string // base URL, http://127.0.0.1:port
+	Region   string
+}
+
+var (
+	once    sync.Once
+	env     Env
+	skipWhy string
+	mu      sync.Mutex
+	proc    *exec.Cmd
+	procDir string
+	queues  atomic.Int64
+)
+
+// Lookup returns the endpoint, starting goaws if needed, or the reason there is none.
+func Lookup() (Env, string) {
+	once.Do(func() { env, skipWhy = lookup() })
+	return env, skipWhy
+}
+
+func lookup() (Env, string) {
+	if ep := os.Getenv(EnvEndpoint); ep != "" {
+		return Env{Endpoint: ep, Region: Region}, ""
+	}
+	bin := findGoaws()
+	if bin == "" {
+		return Env{}, fmt.Sprintf("%s is not set and no goaws binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvGoaws)
+	}
+	e, err := start(bin)
+	if err != nil {
+		return Env{}, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
+	}
+	return e, ""
+}
+
+func findGoaws() string {
+	if p := os.Getenv(EnvGoaws); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("goaws"); err == nil {
+		return p
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			gopath = filepath.Join(home, "go")
+		}
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		p := filepath.Join(dir, "bin", "goaws")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// Config returns a goaws configuration (environment "Local") serving SQS on port with queue URLs on
+// 127.0.0.1 and no predefined queue: tests create their own.
+func Config(port int) string {
+	return fmt.Sprintf(`Local:
+  Host: 127.0.0.1
+  Port: %d
+  AccountId: "%s"
+  LogToFile: false
+  EnableDuplicates: false
+  QueueAttributeDefaults:
+    VisibilityTimeout: 30
+    ReceiveMessageWaitTimeSeconds: 0
+    MaximumMessageSize: 262144
+  Queues: []
+  Topics: []
+`, port, AccountID)
+}
+
+func start(bin string) (Env, error) {
+	dir, err := os.MkdirTemp("", "waypost-goaws-")
+	if err != nil {
+		return Env{}, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Env{}, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := filepath.Join(dir, "goaws.yaml")
+	if err := os.WriteFile(cfg, []byte(Config(port)), 0o600); err != nil {
+		return Env{}, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "goaws.log"))
+	if err != nil {
+		return Env{}, err
+	}
+	cmd := exec.Command(bin, "-config", cfg, "-loglevel", "warn", "Local")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setPdeathsig(cmd)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return Env{}, err
+	}
+	logf.Close()
+	mu.Lock()
+	proc, procDir = cmd, dir
+	mu.Unlock()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return Env{Endpoint: "http://" + addr, Region: Region}, nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "goaws.log"))
+			Stop()
+			return Env{}, fmt.Errorf("not listening on %s after 15 s: %s", addr, strings.TrimSpace(string(log)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops a goaws this package started and removes its directory; it does nothing otherwise.
+func Stop() {
+	mu.Lock()
+	defer mu.Unlock()
+	if proc != nil && proc.Process != nil {
+		_ = proc.Process.Kill()
+		_ = proc.Wait()
+		proc = nil
+	}
+	if procDir != "" {
+		_ = os.RemoveAll(procDir)
+		procDir = ""
+	}
+}
+
+// Main is a TestMain for packages that use the endpoint: it runs the tests and stops what it started.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Require returns the endpoint, or skips the test with the reason there is none (fails it under
+// WAYPOST_REQUIRE_EMULATORS).
+func Require(t testing.TB) Env {
+	t.Helper()
+	e, why := Lookup()
+	if why != "" {
+		why = "no SQS emulator: " + why + ". Run the tests through scripts/test (which starts scripts/emulators), " +
+			"or install goaws: go install github.com/Admiral-Piett/goaws/app/cmd@v0.5.4 and copy $(go env GOPATH)/bin/cmd to goaws"
+		if os.Getenv(EnvRequire) != "" {
+			t.Fatalf("%s (and %s is set, so this is a failure)", why, EnvRequire)
+		}
+		t.Skip(why)
+	}
+	return e
+}
+
+// Client returns an SDK client for the endpoint (static credentials).
+func (e Env) Client() *sqs.Client {
+	return sqs.New(sqs.Options{
+		Region:      e.Region,
+		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+	}, sqsqueue.ClientOptions(e.Endpoint))
+}
+
+// Queue creates a fresh standard queue and deletes it when the test ends; it returns the queue URL.
+func (e Env) Queue(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("waypost-test-%d-%d", os.Getpid(), queues.Add(1))
+	c := e.Client()
+	out, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatalf("sqstest: create queue %s at %s: %v", name, e.Endpoint, err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+			t.Logf("sqstest: deleting queue %s: %v", name, err)
+		}
+	})
+	return url
+}
