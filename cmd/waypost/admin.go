@@ -17,7 +17,7 @@ func newAdminCmd() *cobra.Command {
 	c := &conn{}
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Manage spaces, actors, consumers, collections, grants and tokens (control plane)",
+		Short: "Manage spaces, actors, consumers, collections, grants, tokens and webhook deliveries (control plane)",
 		Long: `Call the control plane (/admin/v0) with the instance admin secret. The secret is for the owner of the
 instance only: never give it to an agent. It is read from --admin-secret, else WAYPOST_ADMIN_SECRET, else
 ./waypost-data/admin-secret (the file 'waypost serve' generates with its default --data).
@@ -34,7 +34,7 @@ Commands that act inside a space take --space, or WAYPOST_SPACE.`,
 	}
 	c.addAdminFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&c.quiet, "quiet", "q", false, "print only the new or changed ID (token create and rotate: only the token)")
-	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c))
+	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c), adminDeliveriesCmd(c))
 	return withUsageErrors(cmd)
 }
 

@@ -525,8 +525,8 @@ func TestCLIHelp(t *testing.T) {
 			walk(cmd)
 		}
 	}
-	if n != 18 {
-		t.Errorf("checked %d runnable client commands, want 18", n)
+	if n != 20 {
+		t.Errorf("checked %d runnable client commands, want 20", n)
 	}
 }
 

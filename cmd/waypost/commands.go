@@ -19,5 +19,8 @@ func commands() []*cobra.Command {
 		newBlobCmd(),
 		newMemoryCmd(),
 		newWaitCmd(),
+		newSubscribeCmd(),
+		newSubscriptionsCmd(),
+		newUnsubscribeCmd(),
 	}
 }

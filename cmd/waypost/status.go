@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -59,7 +60,7 @@ ID, which is not proof that nothing happened elsewhere: repeat the send with the
 	}
 	f := cmd.Flags()
 	c.addDataFlags(f)
-	f.StringVar(&operation, "operation", domain.OpMessageSend, "operation name: message.send or inbox.ack")
+	f.StringVar(&operation, "operation", domain.OpMessageSend, "operation name: "+strings.Join(domain.StatusOperations(), ", "))
 	f.StringVar(&requestID, "request-id", "", "the request ID of the submission (required)")
 	return withUsageErrors(cmd)
 }
