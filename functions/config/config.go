@@ -39,6 +39,8 @@ const (
 	EnvChannelAddr      = "WAYPOST_CHANNEL_ADDR"
 	EnvDeliveryQueueURL = "WAYPOST_DELIVERY_QUEUE_URL"
 	EnvSQSEndpoint      = "WAYPOST_SQS_ENDPOINT"
+	// EnvWebhookAllowLoopback admits loopback and plain-http webhook targets: emulator tests ONLY.
+	EnvWebhookAllowLoopback = "WAYPOST_WEBHOOK_ALLOW_LOOPBACK"
 )
 
 // Names of the functions: the Lambda functions (functions/<name>, or written later for dispatcher and
@@ -81,6 +83,7 @@ func Vars() []Var {
 	all := Functions()
 	withChannel := append(httpFunctions(), Channel)
 	queue := []string{Dispatcher, Deliverer}
+	webhooks := append(httpFunctions(), queue...)
 	return []Var{
 		{EnvTable, true, "name of the DynamoDB table (store/dynamo layout: pk, sk)", all},
 		{EnvBucket, true, "name of the S3 bucket holding blobs and large message bodies", all},
@@ -98,8 +101,9 @@ func Vars() []Var {
 		{EnvChannelSecret, false, "bearer secret (at least 16 bytes) of the channel service's internal API as a value; with " + EnvChannelURL + " in the HTTP functions, required (or its ARN) by the channel container", withChannel},
 		{EnvChannelSecretARN, false, "ARN of the Secrets Manager secret holding the channel service's bearer secret, instead of " + EnvChannelSecret, withChannel},
 		{EnvChannelAddr, false, "listen address of the channel container (default " + DefaultChannelAddr + "): internal API, feed.wait and /healthz on one port", []string{Channel}},
-		{EnvDeliveryQueueURL, true, "URL of the SQS queue of webhook deliveries (dispatcher sends, deliverer receives)", queue},
-		{EnvSQSEndpoint, false, "SQS endpoint URL override (emulators only)", queue},
+		{EnvDeliveryQueueURL, false, "URL of the SQS queue of webhook delivery wake-ups: required by the dispatcher (sends) and the deliverer (receives and re-queues); the admin function sends the wake-up of a redelivery there (without it, the deliverer's scheduled sweep finds the redelivery)", append(slices.Clone(queue), Admin)},
+		{EnvSQSEndpoint, false, "SQS endpoint URL override (emulators only)", append(slices.Clone(queue), Admin)},
+		{EnvWebhookAllowLoopback, false, "TESTS ONLY: \"1\" or \"true\" lets webhooks reach loopback addresses over plain http:// (emulator end-to-end tests); never set where untrusted users register targets. The function logs a warning at start when it is set", webhooks},
 	}
 }
 
@@ -161,6 +165,8 @@ type Config struct {
 	ChannelAddr      string
 	DeliveryQueueURL string
 	SQSEndpoint      string
+	// WebhookAllowLoopback admits loopback and plain-http webhook targets (EnvWebhookAllowLoopback; tests only).
+	WebhookAllowLoopback bool
 }
 
 // Load reads every variable of Vars from the process environment, with the checks of LoadFrom.
@@ -229,8 +235,15 @@ func load(function string, names []string, lookup func(string) (string, bool)) (
 	if reads(EnvChannelAddr) && c.ChannelAddr == "" {
 		c.ChannelAddr = DefaultChannelAddr
 	}
-	if reads(EnvDeliveryQueueURL) && function != "" && c.DeliveryQueueURL == "" {
+	if (function == Dispatcher || function == Deliverer) && c.DeliveryQueueURL == "" {
 		errs = append(errs, fmt.Errorf("%s is required", EnvDeliveryQueueURL))
+	}
+	if v := get(EnvWebhookAllowLoopback); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s must be true or false, not %q", EnvWebhookAllowLoopback, v))
+		}
+		c.WebhookAllowLoopback = b
 	}
 	if v := get(EnvInlineBodyMax); v != "" {
 		n, err := strconv.Atoi(v)

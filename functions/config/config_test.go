@@ -29,7 +29,8 @@ func TestEnvVars(t *testing.T) {
 	want := []string{"WAYPOST_TABLE", "WAYPOST_BUCKET", "WAYPOST_BLOB_PREFIX", "WAYPOST_ADMIN_SECRET", "WAYPOST_ADMIN_SECRET_ARN",
 		"WAYPOST_CURSOR_KEY", "WAYPOST_CURSOR_KEY_ARN", "WAYPOST_INLINE_BODY_MAX", "WAYPOST_LOG_LEVEL", "WAYPOST_VERSION",
 		"WAYPOST_DYNAMODB_ENDPOINT", "WAYPOST_S3_ENDPOINT", "WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET",
-		"WAYPOST_CHANNEL_SECRET_ARN", "WAYPOST_CHANNEL_ADDR", "WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"}
+		"WAYPOST_CHANNEL_SECRET_ARN", "WAYPOST_CHANNEL_ADDR", "WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT",
+		"WAYPOST_WEBHOOK_ALLOW_LOOPBACK"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("EnvVars() = %q, want %q", names, want)
 	}
@@ -126,5 +127,40 @@ func TestResolve(t *testing.T) {
 	delete(secrets, "arn:admin")
 	if err := c.Resolve(context.Background(), get); err == nil || !strings.Contains(err.Error(), config.EnvAdminSecretARN) {
 		t.Fatalf("missing secret: %v", err)
+	}
+}
+
+// The tests-only loopback switch is off unless set to a true value; anything unparsable is refused. The
+// delivery queue is required by the dispatcher and the deliverer, optional for the admin function.
+func TestWebhookSettings(t *testing.T) {
+	env := valid()
+	env[config.EnvDeliveryQueueURL] = "http://127.0.0.1:9324/100010001000/q"
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "1": true, "true": true, "TRUE": true} {
+		env[config.EnvWebhookAllowLoopback] = v
+		for _, fn := range []string{config.Mailbox, config.Deliverer} {
+			c, err := config.LoadFor(fn, lookup(env))
+			if err != nil || c.WebhookAllowLoopback != want {
+				t.Errorf("%s with %s=%q: %v, %v", fn, config.EnvWebhookAllowLoopback, v, c.WebhookAllowLoopback, err)
+			}
+		}
+	}
+	env[config.EnvWebhookAllowLoopback] = "yes please"
+	if _, err := config.LoadFor(config.Deliverer, lookup(env)); err == nil || !strings.Contains(err.Error(), config.EnvWebhookAllowLoopback) {
+		t.Errorf("an unparsable %s: %v", config.EnvWebhookAllowLoopback, err)
+	}
+	// Functions that send no webhook never look at it.
+	if c, err := config.LoadFor(config.Sweeper, lookup(env)); err != nil || c.WebhookAllowLoopback {
+		t.Errorf("sweeper: %+v, %v", c, err)
+	}
+	delete(env, config.EnvWebhookAllowLoopback)
+	delete(env, config.EnvDeliveryQueueURL)
+	env[config.EnvAdminSecret] = "wpa_admin-secret"
+	if c, err := config.LoadFor(config.Admin, lookup(env)); err != nil || c.DeliveryQueueURL != "" {
+		t.Errorf("admin without a delivery queue: %+v, %v", c, err)
+	}
+	for _, fn := range []string{config.Dispatcher, config.Deliverer} {
+		if _, err := config.LoadFor(fn, lookup(env)); err == nil || !strings.Contains(err.Error(), config.EnvDeliveryQueueURL) {
+			t.Errorf("%s without a delivery queue: %v", fn, err)
+		}
 	}
 }

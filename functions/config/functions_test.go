@@ -17,11 +17,13 @@ func TestVarsFor(t *testing.T) {
 	obs := []string{"WAYPOST_LOG_LEVEL", "WAYPOST_VERSION", "WAYPOST_DYNAMODB_ENDPOINT", "WAYPOST_S3_ENDPOINT"}
 	cursor := []string{"WAYPOST_CURSOR_KEY", "WAYPOST_CURSOR_KEY_ARN"}
 	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	webhooks := []string{"WAYPOST_WEBHOOK_ALLOW_LOOPBACK"}
 	http := join(base, cursor, []string{"WAYPOST_INLINE_BODY_MAX"}, obs,
-		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"})
+		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"}, webhooks)
 	admin := join(base, []string{"WAYPOST_ADMIN_SECRET", "WAYPOST_ADMIN_SECRET_ARN"}, cursor, []string{"WAYPOST_INLINE_BODY_MAX"}, obs,
-		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"})
-	queue := join(base, obs, []string{"WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"})
+		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"}, webhooks,
+		[]string{"WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"})
+	queue := join(base, obs, []string{"WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"}, webhooks)
 	want := map[string][]string{
 		"mailbox":    http,
 		"memory":     http,
@@ -80,7 +82,7 @@ func values() map[string]string {
 		config.EnvDynamoDBEndpoint: "http://127.0.0.1:8000", config.EnvS3Endpoint: "http://127.0.0.1:7070",
 		config.EnvChannelURL: "http://channel.waypost.internal:8788", config.EnvChannelSecret: "wpc_channel-secret-0123",
 		config.EnvChannelAddr: "127.0.0.1:9000", config.EnvDeliveryQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/deliveries",
-		config.EnvSQSEndpoint: "http://127.0.0.1:9324",
+		config.EnvSQSEndpoint: "http://127.0.0.1:9324", config.EnvWebhookAllowLoopback: "1",
 	}
 }
 
