@@ -218,13 +218,19 @@ func TestSubscriptionRoutes(t *testing.T) {
 	h.fail("POST", "/v0/subscriptions", readOnly.Token, h.upsert(h.rid("sub"), target, secret), "FORBIDDEN", 403)
 	h.fail("POST", stopPath, readOnly.Token, map[string]any{"request_id": h.rid("stop")}, "FORBIDDEN", 403)
 
+	h.noSecretInLogs(logs)
+}
+
+// noSecretInLogs fails when a secret the test used appears in the logs (which must not be empty).
+func (h *hooks) noSecretInLogs(logs *apitest.LogBuffer) {
+	h.t.Helper()
 	for _, s := range h.secrets {
 		if strings.Contains(logs.String(), strings.TrimPrefix(s, domain.SecretPrefix)) {
-			t.Fatalf("a webhook secret is in the logs:\n%s", logs.String())
+			h.t.Fatalf("a webhook secret is in the logs:\n%s", logs.String())
 		}
 	}
 	if !strings.Contains(logs.String(), "/v0/subscriptions") {
-		t.Fatal("the request log is empty: the log check above checked nothing")
+		h.t.Fatal("the request log is empty: the log check checked nothing")
 	}
 }
 
@@ -232,7 +238,8 @@ func TestSubscriptionRoutes(t *testing.T) {
 // WEBHOOK_VERIFICATION_FAILED (422, not retryable); the same request_id replays that failure without a
 // second challenge, and status reports it.
 func TestSubscriptionVerificationFailed(t *testing.T) {
-	h := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
+	logs := &apitest.LogBuffer{}
+	h := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true), Log: logs})
 	recv := apitest.NewReceiver(t)
 	recv.SetEcho(false)
 	req := h.upsert(h.rid("sub"), recv.URL+"/hook", h.secret())
@@ -261,6 +268,10 @@ func TestSubscriptionVerificationFailed(t *testing.T) {
 	if s := m1Decode[wireSub](t, h.call("POST", "/v0/subscriptions", h.w.TokB, req, "subscription.upsert.response")); s.State != "active" || recv.Challenges() != 2 {
 		t.Fatalf("after fixing the receiver: %+v, %d challenges", s, recv.Challenges())
 	}
+	if !strings.Contains(logs.String(), "webhook verification failed") {
+		t.Fatalf("the failed verification is not logged:\n%s", logs.String())
+	}
+	h.noSecretInLogs(logs)
 }
 
 // errorOf returns the error object of an error envelope, re-encoded.
