@@ -94,12 +94,14 @@ type server struct {
 	base string        // http://127.0.0.1:port
 	logs *bytes.Buffer // stdout and stderr of every run so far
 	http *http.Client
+	args []string // extra `waypost serve` flags
 }
 
-// startServer starts a server on a fresh data directory; it is stopped (SIGTERM) when the test ends.
-func startServer(t testing.TB) *server {
+// startServer starts a server on a fresh data directory, with extra `waypost serve` flags; it is stopped
+// (SIGTERM) when the test ends.
+func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, data: t.TempDir(), logs: &bytes.Buffer{}, http: newHTTPClient()}
+	s := &server{t: t, data: t.TempDir(), logs: &bytes.Buffer{}, http: newHTTPClient(), args: args}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
@@ -165,7 +167,7 @@ func (s *server) tryStart() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(binPath, "serve", "--addr", addr, "--data", s.data, "--log-level", "warn")
+	cmd := exec.Command(binPath, append([]string{"serve", "--addr", addr, "--data", s.data, "--log-level", "warn"}, s.args...)...)
 	cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET="+adminSecret)
 	w := lockedWriter{mu: &s.mu, b: s.logs}
 	cmd.Stdout, cmd.Stderr = w, w
@@ -389,6 +391,9 @@ var errorTable = map[string]struct {
 	"PAYLOAD_TOO_LARGE":    {413, false},
 	"STORAGE_UNAVAILABLE":  {503, true},
 	"INTERNAL":             {500, true},
+	// M2 (webhooks)
+	"FORBIDDEN_TARGET":            {422, false},
+	"WEBHOOK_VERIFICATION_FAILED": {422, false},
 }
 
 // checkEnvelope verifies the contract every response must keep (see call).
@@ -457,6 +462,11 @@ var responseSchemas = []struct {
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens$`), "admin.token.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens/[^/]+/rotate$`), "admin.token.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens/[^/]+/revoke$`), "admin.token.revoke.response"},
+	{"GET", regexp.MustCompile(`^/v0/subscriptions$`), "subscription.list.response"},
+	{"POST", regexp.MustCompile(`^/v0/subscriptions$`), "subscription.upsert.response"},
+	{"POST", regexp.MustCompile(`^/v0/subscriptions/[^/]+/stop$`), "subscription.stop.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/deliveries(\?.*)?$`), "admin.deliveries.response"},
+	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/deliveries/[^/]+/redeliver$`), "admin.delivery.response"},
 }
 
 // responseSchema names the response schema of a route's data ("" for a route the tests do not know).
