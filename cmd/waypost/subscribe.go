@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -52,6 +53,11 @@ generated and printed on stderr; repeat the command with it after an interruptio
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(events) == 0 {
 				return usagef("--event is required: one or more of %s", strings.Join(eventTypes, ", "))
+			}
+			for _, e := range events {
+				if !slices.Contains(eventTypes, e) {
+					return usagef("--event %q is not an event type: use %s", e, strings.Join(eventTypes, ", "))
+				}
 			}
 			if err := need("webhook-url", target); err != nil {
 				return err

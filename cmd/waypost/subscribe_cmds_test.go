@@ -199,6 +199,7 @@ func TestCLISubscriptionUsageErrors(t *testing.T) {
 		want string
 	}{
 		{join([]string{"subscribe"}, url, []string{"--secret-file", "ok.secret"}), "--event"},
+		{join([]string{"subscribe", "--event", "message.committed", "--new-secret"}, url), "not an event type"},
 		{join([]string{"subscribe"}, ev, []string{"--secret-file", "ok.secret"}), "--webhook-url"},
 		{join([]string{"subscribe"}, ev, url), "no secret"},
 		{join([]string{"subscribe"}, ev, url, []string{"--secret-file", "ok.secret", "--new-secret"}), "not both"},
