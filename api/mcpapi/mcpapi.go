@@ -69,7 +69,7 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
 		}
 		h.server.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: schema,
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: true, OpenWorldHint: ptr(false)}}, h.handler(t))
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: true, OpenWorldHint: ptr(t.openWorld)}}, h.handler(t))
 	}
 	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.log,

@@ -121,6 +121,9 @@ func TestSubscriptionToolsListedAndDescribed(t *testing.T) {
 					t.Errorf("%s: the description does not say when it is UNSUPPORTED: %s", tl.Name, tl.Description)
 				}
 			}
+			if open := tl.Annotations != nil && tl.Annotations.OpenWorldHint != nil && *tl.Annotations.OpenWorldHint; open != (tl.Name == "waypost_subscribe") {
+				t.Errorf("%s: openWorldHint %v", tl.Name, open)
+			}
 			if tl.Name == "waypost_subscribe" {
 				raw, _ := json.Marshal(tl.InputSchema)
 				if !strings.Contains(string(raw), `^whsec_[A-Za-z0-9+/]{43}=$`) {

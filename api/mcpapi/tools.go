@@ -29,6 +29,7 @@ type tool struct {
 	title       string
 	description string
 	readOnly    bool
+	openWorld   bool // the tool reaches a third party (the subscribe challenge goes to the receiver's URL)
 	schema      string
 	local       *localSchema
 	run         func(svc *domain.Service, e callEnv) (any, error)
@@ -248,7 +249,7 @@ func subscriptionTools() []tool {
 		{name: "waypost_subscriptions", title: "List webhook subscriptions", readOnly: true, local: mustLocal(`{"type":"object","additionalProperties":false}`),
 			description: "Your webhook subscriptions with their state, expiry and delivery health (last success, last failure and reason, consecutive failures)." + unsupportedNote,
 			run:         func(svc *domain.Service, e callEnv) (any, error) { return svc.ListSubscriptions(e.ctx, e.p) }},
-		{name: "waypost_subscribe", title: "Subscribe a webhook", schema: "subscription.upsert.request",
+		{name: "waypost_subscribe", title: "Subscribe a webhook", schema: "subscription.upsert.request", openWorld: true,
 			description: "Create or renew a webhook subscription for one of your consumers. The receiver must already hold delivery.secret (\"whsec_\" + base64 of 32 random bytes) and answer the signed verification challenge within 10 s, else WEBHOOK_VERIFICATION_FAILED; private or non-HTTPS targets are FORBIDDEN_TARGET. The same arguments with a new request_id renew the same subscription before refresh_before. Events only announce new items: read the content with waypost_inbox." + unsupportedNote,
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.UpsertSubscriptionRequest](e)
