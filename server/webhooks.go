@@ -165,7 +165,7 @@ func (w *webhookWorker) inFlight() int {
 }
 
 func (w *webhookWorker) run(ctx, attemptCtx context.Context) {
-	w.log.Info("webhook worker started", "concurrency", w.concurrency, "poll", w.poll)
+	w.log.Info("webhook worker started", "concurrency", w.concurrency, "poll", w.poll.String())
 	report := time.NewTicker(webhookReportEvery)
 	defer report.Stop()
 	var reported workerStats
