@@ -244,8 +244,12 @@ func (s *Service) checkUpsert(req *UpsertSubscriptionRequest) ([]string, Filter,
 	if req.TTLSeconds != nil {
 		ttl = *req.TTLSeconds
 	}
-	if ttl < SubscriptionTTLMin || ttl > s.limits.SubscriptionTTLMax {
-		return nil, Filter{}, 0, Errorf(CodeInvalidRequest, "ttl_seconds must be between %d and %d", SubscriptionTTLMin, s.limits.SubscriptionTTLMax).WithDetails("field", "ttl_seconds")
+	if ttl < SubscriptionTTLMin {
+		return nil, Filter{}, 0, Errorf(CodeInvalidRequest, "ttl_seconds must be at least %d", SubscriptionTTLMin).WithDetails("field", "ttl_seconds")
+	}
+	if ttl > s.limits.SubscriptionTTLMax {
+		return nil, Filter{}, 0, Errorf(CodeResourceLimit, "ttl_seconds is above subscription_ttl_max (%d)", s.limits.SubscriptionTTLMax).
+			WithDetails("field", "ttl_seconds", "limit_name", "subscription_ttl_max", "limit", s.limits.SubscriptionTTLMax)
 	}
 	return types, f.Normalize(), ttl, nil
 }
@@ -354,7 +358,7 @@ func (s *Service) prepareUpsert(ctx context.Context, p *Principal, subID string,
 	}
 	if len(live)+1 > s.limits.SubscriptionsPerConsumer {
 		return nil, Errorf(CodeResourceLimit, "the consumer already has %d active subscriptions", len(live)).
-			WithDetails("limit", "subscriptions_per_consumer")
+			WithDetails("limit_name", "subscriptions_per_consumer", "limit", s.limits.SubscriptionsPerConsumer)
 	}
 	head, err := s.head(ctx, p.SpaceID)
 	if err != nil {
