@@ -42,7 +42,7 @@ type Role string
 
 // Roles of the functions built by scripts/build-functions. Every HTTP role serves the whole shared handler
 // (API Gateway routes only its operation group to it); they differ in what they hold. The dispatcher and
-// deliverer functions add their roles here, with their case in Init.
+// deliverer roles, which carry webhook deliveries, are in delivery.go.
 const (
 	// Mailbox serves messages, inbox, acks, status, describe and subscriptions.
 	Mailbox Role = config.Mailbox
@@ -121,13 +121,17 @@ func Resolve(ctx context.Context, name string, cfg config.Config) (Env, error) {
 	return Env{Name: name, AWS: awsCfg, Config: cfg}, nil
 }
 
-// ServiceOptions are the live-feed ports of a domain service.
+// ServiceOptions are the live-feed and webhook ports of a domain service.
 type ServiceOptions struct {
 	// Notifier receives committed items; nil means announcing them to the channel service at
 	// Config.ChannelURL when it is set, and nowhere otherwise.
 	Notifier port.Notifier
 	// Watcher enables feed.wait (the channel container's in-process hubs); nil in the Lambda functions.
 	Watcher port.FeedWatcher
+	// Webhooks enables webhook subscriptions and deliveries (Env.WebhookSender); nil turns them off.
+	Webhooks port.WebhookSender
+	// DeliveryQueue is told about every delivery attempt that becomes due (Env.DeliveryQueue); nil for none.
+	DeliveryQueue port.DeliveryQueue
 }
 
 // Service builds the domain service over the DynamoDB table and the S3 bucket of e.Config, with AWSLimits,
@@ -168,7 +172,7 @@ func (e Env) Service(logger *slog.Logger, opts ServiceOptions) (*domain.Service,
 	}
 	limits := AWSLimits()
 	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
-		Notifier: notifier, Watcher: opts.Watcher, Limits: &limits,
+		Notifier: notifier, Watcher: opts.Watcher, Limits: &limits, Webhooks: opts.Webhooks, DeliveryQueue: opts.DeliveryQueue,
 		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
@@ -192,7 +196,11 @@ func Build(ctx context.Context, role Role, cfg config.Config, logger *slog.Logge
 	if role.Admin() && env.Config.AdminSecret == "" {
 		return nil, fmt.Errorf("%s: %s or %s is required", role, config.EnvAdminSecret, config.EnvAdminSecretARN)
 	}
-	svc, ids, err := env.Service(logger, ServiceOptions{})
+	sopts, err := env.webhookPorts(logger, ServiceOptions{})
+	if err != nil {
+		return nil, err
+	}
+	svc, ids, err := env.Service(logger, sopts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +232,9 @@ type Function struct {
 	// Handler serves the HTTP roles' requests; nil for the sweeper.
 	Handler http.Handler
 	svc     *domain.Service
+	// dispatch and deliver serve the dispatcher and the deliverer (delivery.go).
+	dispatch *DispatchHandler
+	deliver  *DeliverHandler
 }
 
 // NewLogger returns the JSON logger of a process: level, and the process name on every line.
@@ -254,6 +265,8 @@ func Init(ctx context.Context, role Role, lookup func(string) (string, bool), lo
 		if env, err = Resolve(ctx, role.Name(), cfg); err == nil {
 			f.svc, _, err = env.Service(logger, ServiceOptions{})
 		}
+	case role == Dispatcher || role == Deliverer:
+		err = f.initDelivery(ctx, cfg)
 	default:
 		err = fmt.Errorf("%s: no such role", role)
 	}
@@ -270,6 +283,12 @@ func Init(ctx context.Context, role Role, lookup func(string) (string, bool), lo
 func (f *Function) lambdaHandler() any {
 	if f.Handler != nil {
 		return httpadapter.NewV2(f.Handler).ProxyWithContext
+	}
+	if f.dispatch != nil {
+		return f.dispatch.Handle
+	}
+	if f.deliver != nil {
+		return f.deliver.Handle
 	}
 	// The EventBridge scheduled event carries nothing the sweep needs.
 	return func(ctx context.Context, _ json.RawMessage) (SweepResult, error) { return f.Sweep(ctx) }

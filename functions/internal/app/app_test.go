@@ -57,7 +57,7 @@ func every() map[string]string {
 // variable set; the HTTP roles build a handler, and only the MCP role serves /mcp.
 func TestInitReadsOnlyItsVariables(t *testing.T) {
 	offline(t)
-	for _, role := range []app.Role{app.Mailbox, app.Memory, app.Blobs, app.Admin, app.MCP, app.Sweeper} {
+	for _, role := range []app.Role{app.Mailbox, app.Memory, app.Blobs, app.Admin, app.MCP, app.Sweeper, app.Dispatcher, app.Deliverer} {
 		var read []string
 		lookup := func(name string) (string, bool) {
 			read = append(read, name)
@@ -116,10 +116,15 @@ func TestInitRejects(t *testing.T) {
 		!strings.Contains(logs.String(), `"msg":"configuration"`) || !strings.Contains(logs.String(), config.EnvCursorKey) {
 		t.Fatalf("memory without a cursor key: %v\n%s", err, logs.String())
 	}
-	// Roles written later (dispatcher, deliverer) have variables but no case yet.
+	// A role functions/config does not know never starts; the dispatcher needs its queue.
 	lookup := func(k string) (string, bool) { v, ok := every()[k]; return v, ok }
-	if _, err := app.Init(context.Background(), app.Role(config.Dispatcher), lookup, &logs); err == nil {
-		t.Fatal("the dispatcher role started")
+	if _, err := app.Init(context.Background(), app.Role("billing"), lookup, &logs); err == nil {
+		t.Fatal("an unknown role started")
+	}
+	noQueue := every()
+	delete(noQueue, config.EnvDeliveryQueueURL)
+	if _, err := app.Init(context.Background(), app.Dispatcher, func(k string) (string, bool) { v, ok := noQueue[k]; return v, ok }, &logs); err == nil {
+		t.Fatal("the dispatcher started without a delivery queue")
 	}
 	if _, err := app.Build(context.Background(), app.Sweeper, config.Config{}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("Build of the sweeper returned an HTTP handler")

@@ -1,0 +1,355 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/store/dynamo"
+	"github.com/waypost/waypost/store/sqsqueue"
+	"github.com/waypost/waypost/webhook/dial"
+	"github.com/waypost/waypost/webhook/sender"
+)
+
+// Roles of the webhook delivery path (issue 7, AWS): the table's stream feeds the dispatcher, which
+// creates one delivery record per (feed item, announcing subscription) and queues its wake-up on SQS; the
+// deliverer receives the wake-ups and makes the attempts. The domain holds every rule; these roles only
+// translate Lambda events into domain calls.
+const (
+	// Dispatcher consumes the table's DynamoDB stream (view type NEW_IMAGE or NEW_AND_OLD_IMAGES, with
+	// ReportBatchItemFailures): domain.Service.DispatchFeedItems on the new images.
+	Dispatcher Role = config.Dispatcher
+	// Deliverer consumes the delivery queue (SQS, with ReportBatchItemFailures): one
+	// domain.Service.AttemptDelivery per message, re-queueing what is not finished. Invoked by an
+	// EventBridge schedule, it re-queues the deliveries that are due (a lost wake-up).
+	Deliverer Role = config.Deliverer
+)
+
+// Deliverer tuning.
+const (
+	// DeliverConcurrency bounds the attempts one deliverer invocation makes at once: each may wait up to
+	// 10 s for a slow receiver, so the messages of a batch are attempted side by side.
+	DeliverConcurrency = 10
+	// DueSweepLimit bounds the due deliveries one scheduled deliverer invocation re-queues.
+	DueSweepLimit = 1000
+)
+
+// WebhookSender returns the webhook sender of the process: public HTTPS targets only, unless the
+// configuration sets config.EnvWebhookAllowLoopback (emulator tests only), which it then warns about.
+func (e Env) WebhookSender(logger *slog.Logger) (port.WebhookSender, error) {
+	allow := e.Config.WebhookAllowLoopback
+	snd, err := sender.New(sender.Options{Dial: dial.Options{AllowHTTP: allow, AllowLoopback: allow}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: webhook sender: %w", e.Name, err)
+	}
+	if allow {
+		logger.Warn("WARNING: " + config.EnvWebhookAllowLoopback + " is set: webhooks may reach loopback addresses over plain http://. " +
+			"This is for emulator tests only and must never be set where untrusted users register webhook targets.")
+	}
+	return snd, nil
+}
+
+// DeliveryQueue returns the SQS delivery queue of the process, or nil when its configuration names none.
+func (e Env) DeliveryQueue() (port.DeliveryQueue, error) {
+	if e.Config.DeliveryQueueURL == "" {
+		return nil, nil
+	}
+	q, err := sqsqueue.New(sqs.NewFromConfig(e.AWS, sqsqueue.ClientOptions(e.Config.SQSEndpoint)), e.Config.DeliveryQueueURL, sqsqueue.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: delivery queue: %w", e.Name, err)
+	}
+	return q, nil
+}
+
+// webhookPorts returns the webhook ports of a function's domain service: the sender, and the delivery
+// queue where the configuration names one (the dispatcher, and the admin function for redeliveries).
+func (e Env) webhookPorts(logger *slog.Logger, opts ServiceOptions) (ServiceOptions, error) {
+	var err error
+	if opts.Webhooks, err = e.WebhookSender(logger); err != nil {
+		return opts, err
+	}
+	if opts.DeliveryQueue, err = e.DeliveryQueue(); err != nil {
+		return opts, err
+	}
+	return opts, nil
+}
+
+// initDelivery is the cold start of the dispatcher and the deliverer. The deliverer's domain service has
+// no delivery queue: its handler queues every wake-up itself (after an attempt, and for a delivery woken
+// before it is due), so that a failed send is a batch item failure SQS retries rather than a lost wake-up.
+func (f *Function) initDelivery(ctx context.Context, cfg config.Config) error {
+	env, err := Resolve(ctx, f.Role.Name(), cfg)
+	if err != nil {
+		return err
+	}
+	opts, err := env.webhookPorts(f.Logger, ServiceOptions{})
+	if err != nil {
+		return err
+	}
+	queue := opts.DeliveryQueue
+	if queue == nil {
+		return fmt.Errorf("%s: %s is required", f.Role, config.EnvDeliveryQueueURL)
+	}
+	if f.Role == Deliverer {
+		opts.DeliveryQueue = nil
+	}
+	svc, _, err := env.Service(f.Logger, opts)
+	if err != nil {
+		return err
+	}
+	f.svc = svc
+	switch f.Role {
+	case Dispatcher:
+		f.dispatch = &DispatchHandler{Svc: svc, Logger: f.Logger}
+	case Deliverer:
+		f.deliver = &DeliverHandler{Svc: svc, Queue: queue, Logger: f.Logger}
+	}
+	return nil
+}
+
+// DispatchHandler serves the dispatcher function.
+type DispatchHandler struct {
+	Svc    *domain.Service
+	Logger *slog.Logger
+}
+
+// DispatchResult is what one dispatcher invocation did (logged).
+type DispatchResult struct {
+	Records    int // stream records received
+	Items      int // new images passed to the domain (INSERT and MODIFY records)
+	FeedItems  int // of those, feed items
+	Deliveries int // delivery records created (and their wake-ups queued)
+}
+
+// Handle dispatches the new images of one batch of stream records. Records are handled in order; when
+// one cannot be (a malformed image, a storage failure), the response names its sequence number as the
+// batch item failure, so Lambda retries the batch from that record on (with bisect-on-error and a failure
+// destination set on the event source mapping). Repeating a record is harmless: delivery IDs are derived
+// from (subscription, item) and created only once. REMOVE records and items other than feed items are
+// ignored (the domain picks the feed items).
+func (h *DispatchHandler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	start := time.Now()
+	res := DispatchResult{Records: len(ev.Records)}
+	var items []port.Item
+	var seqs []string
+	failAt := -1 // index in ev.Records of a record whose image cannot be read
+	var failErr error
+	for i, rec := range ev.Records {
+		if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
+			continue
+		}
+		it, err := dynamo.ItemFromStreamImage(rec.Change.NewImage)
+		if err != nil {
+			failAt, failErr = i, fmt.Errorf("stream record %s: %w (is the stream's view type NEW_IMAGE?)", rec.Change.SequenceNumber, err)
+			break
+		}
+		items = append(items, it)
+		seqs = append(seqs, rec.Change.SequenceNumber)
+	}
+	res.Items = len(items)
+	// The whole batch in one call (subscriptions are read once per space); only if that fails, item by
+	// item to find the first that fails (what went through before is not repeated by the retry).
+	failSeq := ""
+	if len(items) > 0 {
+		r, err := h.Svc.DispatchFeedItems(ctx, items)
+		if err != nil {
+			h.Logger.LogAttrs(ctx, slog.LevelWarn, "dispatch of the batch failed; retrying record by record", slog.String("error", err.Error()))
+			r = domain.DispatchResult{}
+			for i := range items {
+				one, err := h.Svc.DispatchFeedItems(ctx, items[i:i+1])
+				r.Items += one.Items
+				r.Deliveries += one.Deliveries
+				if err != nil {
+					failSeq, failErr = seqs[i], fmt.Errorf("stream record %s: %w", seqs[i], err)
+					break
+				}
+			}
+		}
+		res.FeedItems, res.Deliveries = r.Items, r.Deliveries
+	}
+	if failSeq == "" && failAt >= 0 {
+		failSeq = ev.Records[failAt].Change.SequenceNumber
+	}
+	attrs := []slog.Attr{slog.Int("records", res.Records), slog.Int("items", res.Items), slog.Int("feed_items", res.FeedItems),
+		slog.Int("deliveries", res.Deliveries), slog.Duration("duration", time.Since(start))}
+	if failSeq == "" {
+		h.Logger.LogAttrs(ctx, slog.LevelInfo, "dispatch", attrs...)
+		return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
+	}
+	h.Logger.LogAttrs(ctx, slog.LevelError, "dispatch failed", append(attrs, slog.String("failed_sequence_number", failSeq),
+		slog.String("error", failErr.Error()))...)
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failSeq}}}, nil
+}
+
+// DeliverHandler serves the deliverer function.
+type DeliverHandler struct {
+	Svc *domain.Service
+	// Queue receives the wake-ups of deliveries that are not finished (the queue the messages came from).
+	Queue  port.DeliveryQueue
+	Logger *slog.Logger
+	// Concurrency bounds the attempts made at once; 0 means DeliverConcurrency.
+	Concurrency int
+}
+
+// DeliverResult is what one deliverer invocation on SQS messages did (logged).
+type DeliverResult struct {
+	Messages int // messages received
+	Finished int // deliveries with nothing more due (delivered, failed for good, cancelled, gone)
+	Requeued int // deliveries whose next wake-up was queued (an attempt to retry, or not yet due)
+	Failed   int // messages reported as batch item failures (SQS delivers them again)
+}
+
+// HandleSQS makes the attempts the messages of one SQS batch wake, side by side (at most Concurrency at
+// once). For a delivery that is not finished afterwards it queues a wake-up at its next attempt (delayed up
+// to 900 s; one woken early is found not due and queued again), then reports its message as done. A
+// message that cannot be handled (malformed, storage unavailable, the invocation's deadline, the wake-up
+// not queued) is a batch item failure: SQS delivers it again after its visibility timeout, and to the
+// dead-letter queue after maxReceiveCount.
+func (h *DeliverHandler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	start := time.Now()
+	n := h.Concurrency
+	if n <= 0 {
+		n = DeliverConcurrency
+	}
+	var mu sync.Mutex
+	res := DeliverResult{Messages: len(ev.Records)}
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, msg := range ev.Records {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			done, err := h.deliverOne(ctx, msg)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				res.Failed++
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+				h.Logger.LogAttrs(ctx, slog.LevelError, "delivery message failed", slog.String("message_id", msg.MessageId), slog.String("error", err.Error()))
+			case done:
+				res.Finished++
+			default:
+				res.Requeued++
+			}
+		}()
+	}
+	wg.Wait()
+	h.Logger.LogAttrs(ctx, slog.LevelInfo, "deliver", slog.Int("messages", res.Messages), slog.Int("finished", res.Finished),
+		slog.Int("requeued", res.Requeued), slog.Int("failed", res.Failed), slog.Duration("duration", time.Since(start)))
+	return resp, nil
+}
+
+// deliverOne handles one message: it reports whether the delivery is finished.
+func (h *DeliverHandler) deliverOne(ctx context.Context, msg events.SQSMessage) (bool, error) {
+	ref, err := sqsqueue.DecodeMessage(msg.Body)
+	if err != nil {
+		return false, err
+	}
+	out, err := h.Svc.AttemptDelivery(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("delivery %s: %w", ref.DeliveryID, err)
+	}
+	if out.Done {
+		return true, nil
+	}
+	if err := h.Queue.Enqueue(ctx, ref, out.NextAt); err != nil {
+		return false, fmt.Errorf("delivery %s: queueing the next wake-up: %w", ref.DeliveryID, err)
+	}
+	return false, nil
+}
+
+// DueSweepResult is what one scheduled deliverer invocation did (its Lambda result, also logged).
+type DueSweepResult struct {
+	// Due counts the deliveries found due; Requeued those whose wake-up was queued.
+	Due      int `json:"due"`
+	Requeued int `json:"requeued"`
+	// More says DueSweepLimit deliveries were due: the next invocation continues.
+	More bool `json:"more"`
+}
+
+// SweepDue queues a wake-up, due now, for every delivery the store's due index says is due (at most
+// DueSweepLimit, oldest first). It catches what a lost wake-up would leave behind (a failed SendMessage, a
+// message dropped after maxReceiveCount); a wake-up that also arrives the normal way makes no second
+// attempt, because attempts are claimed. Schedule it every few minutes.
+func (h *DeliverHandler) SweepDue(ctx context.Context) (DueSweepResult, error) {
+	start := time.Now()
+	refs, err := h.Svc.DueDeliveries(ctx, DueSweepLimit)
+	if err != nil {
+		return DueSweepResult{}, fmt.Errorf("%s: reading due deliveries: %w", Deliverer, err)
+	}
+	res := DueSweepResult{Due: len(refs), More: len(refs) == DueSweepLimit}
+	n := h.Concurrency
+	if n <= 0 {
+		n = DeliverConcurrency
+	}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	now := time.Now()
+	for _, ref := range refs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := h.Queue.Enqueue(ctx, ref, now)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			res.Requeued++
+		}()
+	}
+	wg.Wait()
+	attrs := []slog.Attr{slog.Int("due", res.Due), slog.Int("requeued", res.Requeued), slog.Bool("more", res.More),
+		slog.Duration("duration", time.Since(start))}
+	if err := errors.Join(errs...); err != nil {
+		h.Logger.LogAttrs(ctx, slog.LevelError, "due sweep failed", append(attrs, slog.String("error", err.Error()))...)
+		return res, fmt.Errorf("%s: re-queueing due deliveries: %w", Deliverer, err)
+	}
+	h.Logger.LogAttrs(ctx, slog.LevelInfo, "due sweep", attrs...)
+	return res, nil
+}
+
+// invocation is what tells the deliverer's two kinds of invocation apart.
+type invocation struct {
+	Records []struct {
+		EventSource string `json:"eventSource"`
+	} `json:"Records"`
+	DetailType string `json:"detail-type"`
+}
+
+// Handle serves one deliverer invocation: an SQS batch (HandleSQS) or an EventBridge scheduled event
+// (SweepDue).
+func (h *DeliverHandler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	var inv invocation
+	if err := json.Unmarshal(raw, &inv); err != nil {
+		return nil, fmt.Errorf("%s: not an event: %w", Deliverer, err)
+	}
+	switch {
+	case len(inv.Records) > 0 && inv.Records[0].EventSource == "aws:sqs":
+		var ev events.SQSEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("%s: malformed SQS event: %w", Deliverer, err)
+		}
+		return h.HandleSQS(ctx, ev)
+	case inv.DetailType == "Scheduled Event":
+		return h.SweepDue(ctx)
+	}
+	return nil, fmt.Errorf("%s: neither an SQS batch nor a scheduled event", Deliverer)
+}
