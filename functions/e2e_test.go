@@ -14,14 +14,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/functions/internal/emutest"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob/s3test"
 )
@@ -30,35 +33,8 @@ func TestMain(m *testing.M) { s3test.Main(m) }
 
 const adminSecret = "wpa_e2e-admin-secret-0123456789abcdef"
 
-// findRIE locates aws-lambda-rie: WAYPOST_TEST_LAMBDA_RIE (scripts/emulators), PATH, or $GOPATH/bin.
-func findRIE() string {
-	if p := os.Getenv("WAYPOST_TEST_LAMBDA_RIE"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(home, "go")
-		}
-	}
-	for _, dir := range filepath.SplitList(gopath) {
-		if p := filepath.Join(dir, "bin", "aws-lambda-rie"); fileExists(p) {
-			return p
-		}
-	}
-	return ""
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
 // buildFunctions builds the named functions' bootstrap binaries for this machine, with the flags of
-// scripts/build-functions.
+// scripts/build-functions, in one go build (which links them in parallel).
 func buildFunctions(t *testing.T, names ...string) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
@@ -66,13 +42,24 @@ func buildFunctions(t *testing.T, names ...string) map[string]string {
 	if err != nil {
 		t.Skipf("no go command to build the bootstraps with: %v", err)
 	}
+	built := filepath.Join(dir, "built")
+	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", built + string(filepath.Separator)}
+	for _, name := range names {
+		args = append(args, "./"+name)
+	}
+	cmd := exec.Command(gobin, args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %q: %v\n%s", names, err, b)
+	}
 	out := map[string]string{}
 	for _, name := range names {
 		bin := filepath.Join(dir, name, "bootstrap")
-		cmd := exec.Command(gobin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./"+name)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", name, err, b)
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(built, name), bin); err != nil {
+			t.Fatalf("building %s: %v", name, err)
 		}
 		out[name] = bin
 	}
@@ -91,10 +78,10 @@ func freeAddr(t *testing.T) string {
 
 // lambdaFn is one function running under aws-lambda-rie.
 type lambdaFn struct {
-	name   string
-	invoke string // invocation URL
-	mu     *sync.Mutex
-	logs   *lockedBuffer
+	name      string
+	invokeURL string // invocation URL
+	mu        *sync.Mutex
+	logs      *lockedBuffer
 }
 
 type lockedBuffer struct {
@@ -108,6 +95,27 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// envFor is the process environment of a function: the AWS SDK's settings for the emulators, and each
+// variable config.VarsFor lists for the function that values has (nothing else, so a function reading a
+// variable outside its list finds it unset), plus extra "NAME=value" entries.
+func envFor(t *testing.T, function string, s3env s3test.Env, values map[string]string, extra ...string) []string {
+	t.Helper()
+	names, err := config.VarsFor(function)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TZ=UTC"}
+	for k, v := range emutest.AWSEnv(s3env) {
+		env = append(env, k+"="+v)
+	}
+	for _, n := range names {
+		if v, ok := values[n]; ok {
+			env = append(env, n+"="+v)
+		}
+	}
+	return append(env, extra...)
+}
 
 // startFunction runs bootstrap under its own aws-lambda-rie (distinct runtime API and emulator addresses).
 func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invokeMu *sync.Mutex) *lambdaFn {
@@ -140,7 +148,7 @@ func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &lambdaFn{name: name, invoke: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs}
+	return &lambdaFn{name: name, invokeURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs}
 }
 
 // envelope is the RFC §5.2 result envelope.
@@ -154,9 +162,11 @@ type envelope struct {
 	} `json:"error"`
 }
 
-// call sends one API Gateway HTTP API (payload 2.0) event to the function and decodes the HTTP response it
-// returns. Invocations are serialized across all functions: aws-lambda-rie crashes on parallel invokes.
-func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (int, envelope) {
+// invoke sends one API Gateway HTTP API (payload 2.0) event to the function and returns the HTTP response it
+// answers with (the body decoded from base64 when it is binary). A body that is not valid UTF-8 travels
+// base64-encoded, as API Gateway sends binary media. Invocations are serialized across all functions:
+// aws-lambda-rie crashes on parallel invokes.
+func (f *lambdaFn) invoke(t *testing.T, method, target string, headers map[string]string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -171,32 +181,22 @@ func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (i
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: u.Path, Protocol: "HTTP/1.1", SourceIP: "192.0.2.1", UserAgent: "waypost-e2e"},
 		},
 	}
-	if token != "" {
-		ev.Headers["authorization"] = "Bearer " + token
+	for k, v := range headers {
+		ev.Headers[strings.ToLower(k)] = v
 	}
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
+		if utf8.Valid(body) {
+			ev.Body = string(body)
+		} else {
+			ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 		}
-		ev.Body = string(b)
-		ev.Headers["content-type"] = "application/json"
+		ev.Headers["content-length"] = strconv.Itoa(len(body))
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	resp, err := http.Post(f.invoke, "application/json", bytes.NewReader(payload))
-	var raw []byte
-	if err == nil {
-		raw, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	f.mu.Unlock()
-	if err != nil {
-		t.Fatalf("invoking %s %s %s: %v", f.name, method, target, err)
-	}
+	raw := f.invokeRaw(t, payload)
 	var out events.APIGatewayV2HTTPResponse
 	if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
 		t.Fatalf("%s %s %s: not an HTTP API response (%v): %s", f.name, method, target, err, raw)
@@ -207,11 +207,51 @@ func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (i
 			t.Fatal(err)
 		}
 	}
+	h := http.Header{}
+	for k, v := range out.Headers {
+		h.Set(k, v)
+	}
+	return out.StatusCode, h, respBody
+}
+
+// invokeRaw sends one event payload to the function and returns its raw result.
+func (f *lambdaFn) invokeRaw(t *testing.T, payload []byte) []byte {
+	t.Helper()
+	f.mu.Lock()
+	resp, err := http.Post(f.invokeURL, "application/json", bytes.NewReader(payload))
+	var raw []byte
+	if err == nil {
+		raw, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	f.mu.Unlock()
+	if err != nil {
+		t.Fatalf("invoking %s: %v", f.name, err)
+	}
+	return raw
+}
+
+// call sends a request with an optional JSON body and decodes the RFC §5.2 envelope it answers with.
+func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (int, envelope) {
+	t.Helper()
+	headers := map[string]string{}
+	if token != "" {
+		headers["authorization"] = "Bearer " + token
+	}
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+		headers["content-type"] = "application/json"
+	}
+	status, _, respBody := f.invoke(t, method, target, headers, b)
 	var env envelope
 	if err := json.Unmarshal(respBody, &env); err != nil {
-		t.Fatalf("%s %s %s: status %d, body not an envelope: %s", f.name, method, target, out.StatusCode, respBody)
+		t.Fatalf("%s %s %s: status %d, body not an envelope: %s", f.name, method, target, status, respBody)
 	}
-	return out.StatusCode, env
+	return status, env
 }
 
 func okData[T any](t *testing.T, f *lambdaFn, method, target, token string, body any) (T, envelope) {
@@ -280,31 +320,23 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the Lambda bootstraps; skipped in -short mode")
 	}
-	rie := findRIE()
-	if rie == "" {
-		t.Skip("aws-lambda-rie not found (WAYPOST_TEST_LAMBDA_RIE, PATH, $GOPATH/bin): run the tests through scripts/test, " +
-			"or go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
-	}
-	s3env := s3test.Require(t)
+	rie := emutest.RIE(t)
+	s3env := emutest.S3(t)
 	ddb := dynamotest.New(t)
 	table := ddb.Table(t)
 	bucket := s3env.Bucket(t)
 	bins := buildFunctions(t, "admin", "mailbox")
 
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TZ=UTC",
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + s3env.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3env.SecretKey,
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		config.EnvTable + "=" + table, config.EnvBucket + "=" + bucket,
-		config.EnvCursorKey + "=e2e-cursor-key-0123456789abcdef0123456789",
-		config.EnvDynamoDBEndpoint + "=" + ddb.URL, config.EnvS3Endpoint + "=" + s3env.Endpoint,
-		config.EnvInlineBodyMax + "=512", config.EnvVersion + "=e2e",
-		// Given to both: the mailbox function must ignore it.
-		config.EnvAdminSecret + "=" + adminSecret,
+	values := map[string]string{
+		config.EnvTable: table, config.EnvBucket: bucket,
+		config.EnvCursorKey:        "e2e-cursor-key-0123456789abcdef0123456789",
+		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint,
+		config.EnvInlineBodyMax: "512", config.EnvVersion: "e2e", config.EnvAdminSecret: adminSecret,
 	}
 	var invokeMu sync.Mutex
-	admin := startFunction(t, rie, "admin", bins["admin"], env, &invokeMu)
-	mailbox := startFunction(t, rie, "mailbox", bins["mailbox"], env, &invokeMu)
+	admin := startFunction(t, rie, "admin", bins["admin"], envFor(t, "admin", s3env, values), &invokeMu)
+	// The mailbox function also gets the admin secret, which it must not even read.
+	mailbox := startFunction(t, rie, "mailbox", bins["mailbox"], envFor(t, "mailbox", s3env, values, config.EnvAdminSecret+"="+adminSecret), &invokeMu)
 
 	// The mailbox function never serves the control plane.
 	if status, e := mailbox.call(t, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "nope"}); e.OK || status < 400 {

@@ -17,8 +17,9 @@
 //
 // Hubs live in memory, so the deployment runs exactly one task: a second task would miss the
 // announcements sent to the first (its waiters would still answer at their timeout, never lose items).
-// On SIGTERM the server stops accepting connections and every pending feed.wait answers at once with what
-// it has (an empty page and its cursor), so clients poll again and reach the next task.
+// On SIGTERM the server stops accepting connections and every pending feed.wait answers at once: with
+// what it has (an empty page and its cursor), or 503 STORAGE_UNAVAILABLE with Retry-After when shutdown
+// cut its store read short; either way clients poll again and reach the next task.
 package channelhost
 
 import (
@@ -80,7 +81,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Host, er
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	h := &Host{channels: channels, svc: svc, api: api, ids: ids, log: logger, mux: http.NewServeMux()}
-	h.mux.Handle("/v0/feed/wait", api)
+	h.mux.HandleFunc("/v0/feed/wait", h.feedWait)
 	h.mux.Handle("/internal/", channels)
 	h.mux.Handle("/healthz", channels)
 	h.mux.HandleFunc("/", h.notFound)
@@ -93,9 +94,50 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHT
 // Service returns the domain service (its FeedWatcher is the host's hubs).
 func (h *Host) Service() *domain.Service { return h.svc }
 
+// feedWait serves feed.wait through the shared API. A wait whose context ended before it could answer
+// (shutdown cut a store read short) gets 503 STORAGE_UNAVAILABLE with Retry-After instead of an empty
+// response, so the client polls again; when the client itself went away, nobody reads it.
+func (h *Host) feedWait(w http.ResponseWriter, r *http.Request) {
+	tw := &writeTracker{ResponseWriter: w}
+	h.api.ServeHTTP(tw, r)
+	if tw.wrote {
+		return
+	}
+	de := domain.Errorf(domain.CodeStorageUnavailable, "the channel service is stopping; wait again")
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "feed.wait cut short", slog.String("code", string(de.Code)))
+	w.Header().Set("Retry-After", "1")
+	h.writeError(w, de)
+}
+
+// writeTracker records whether a handler wrote a response.
+type writeTracker struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+// WriteHeader records the write.
+func (t *writeTracker) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+
+// Write records the write.
+func (t *writeTracker) Write(b []byte) (int, error) { t.wrote = true; return t.ResponseWriter.Write(b) }
+
+// Flush lets long polls flush through the tracker.
+func (t *writeTracker) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (t *writeTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
 // notFound answers every other path with the RFC §5.2 envelope of NOT_FOUND.
 func (h *Host) notFound(w http.ResponseWriter, r *http.Request) {
-	de := domain.Errorf(domain.CodeNotFound, "no such route: %s %s (the channel service serves GET /v0/feed/wait)", r.Method, r.URL.Path)
+	h.writeError(w, domain.Errorf(domain.CodeNotFound, "no such route: %s %s (the channel service serves GET /v0/feed/wait)", r.Method, r.URL.Path))
+}
+
+// writeError writes the RFC §5.2 error envelope of de with a new tracking request ID.
+func (h *Host) writeError(w http.ResponseWriter, de *domain.Error) {
 	wire := de.Wire()
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

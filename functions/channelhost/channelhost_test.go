@@ -310,6 +310,36 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 	}
 }
 
+// A feed.wait whose context ends before it can answer (shutdown during its store read) answers 503
+// STORAGE_UNAVAILABLE with Retry-After, never an empty response.
+func TestFeedWaitCutShort(t *testing.T) {
+	w := newWorld(t)
+	host, err := channelhost.New(context.Background(), w.load(t, config.Channel), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := setup(t, w.lambda(t, app.Admin, ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest(http.MethodGet, waitPath(reader, "", 5000), nil).WithContext(ctx)
+	req.Header.Set("Authorization", "Bearer "+reader.token)
+	rec := httptest.NewRecorder()
+	host.ServeHTTP(rec, req)
+	var env envelope
+	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != 503 || env.OK || env.Error.Code != "STORAGE_UNAVAILABLE" ||
+		rec.Header().Get("Retry-After") != "1" || env.RequestID == "" {
+		t.Fatalf("cut short: %d %v %s (%v)", rec.Code, rec.Header(), rec.Body, err)
+	}
+	// The same request, not cut short, answers its page.
+	req = httptest.NewRequest(http.MethodGet, waitPath(reader, "", 0), nil)
+	req.Header.Set("Authorization", "Bearer "+reader.token)
+	rec = httptest.NewRecorder()
+	host.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Fatalf("not cut short: %d %s", rec.Code, rec.Body)
+	}
+}
+
 // The command: --help lists the container's variables; a configuration error names the variable; it
 // serves on --addr until its context ends, and a long poll pending then answers at once.
 func TestRun(t *testing.T) {
@@ -355,18 +385,25 @@ func TestRun(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	type result struct {
-		p   page
-		err error
+		p      page
+		status int
+		code   string
+		err    error
 	}
 	done := make(chan result, 1)
-	go func() { p, err := getPage(base+waitPath(reader, "", 20000), reader.token); done <- result{p, err} }()
+	go func() {
+		p, status, code, err := getWait(base+waitPath(reader, "", 20000), reader.token)
+		done <- result{p, status, code, err}
+	}()
 	waitSubscribed(t, base, reader.space, 1)
 	start := time.Now()
 	cancel()
+	// An empty page and its cursor, or (shutdown cut its store read short) 503 STORAGE_UNAVAILABLE.
 	select {
 	case r := <-done:
-		if r.err != nil || len(r.p.Items) != 0 || r.p.NextCursor == "" {
-			t.Fatalf("the pending wait answered %+v, %v at shutdown", r.p, r.err)
+		emptyPage := r.status == 200 && len(r.p.Items) == 0 && r.p.NextCursor != ""
+		if r.err != nil || !(emptyPage || r.status == 503 && r.code == "STORAGE_UNAVAILABLE") {
+			t.Fatalf("the pending wait answered %d %s %+v, %v at shutdown", r.status, r.code, r.p, r.err)
 		}
 	case <-time.After(channelhost.ShutdownTimeout):
 		t.Fatal("the pending wait did not answer at shutdown")
@@ -386,25 +423,39 @@ func TestRun(t *testing.T) {
 
 // getPage is one feed.wait over HTTP (usable off the test goroutine).
 func getPage(u, token string) (page, error) {
+	p, status, code, err := getWait(u, token)
+	if err == nil && (status != 200 || code != "") {
+		err = fmt.Errorf("status %d, %s", status, code)
+	}
+	return p, err
+}
+
+// getWait is one feed.wait over HTTP: the page, or the status and error code.
+func getWait(u, token string) (p page, status int, code string, err error) {
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
-		return page{}, err
+		return page{}, 0, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return page{}, err
+		return page{}, 0, "", err
 	}
 	defer resp.Body.Close()
 	var env envelope
 	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		return page{}, fmt.Errorf("status %d: %w", resp.StatusCode, err)
+		return page{}, resp.StatusCode, "", fmt.Errorf("status %d: %w", resp.StatusCode, err)
 	}
-	if resp.StatusCode != 200 || !env.OK {
-		return page{}, fmt.Errorf("status %d: %+v", resp.StatusCode, env.Error)
+	if !env.OK {
+		if env.Error == nil {
+			return page{}, resp.StatusCode, "", fmt.Errorf("status %d: no error in a failed envelope", resp.StatusCode)
+		}
+		if resp.Header.Get("Retry-After") == "" && env.Error.Code == "STORAGE_UNAVAILABLE" {
+			return page{}, resp.StatusCode, "", fmt.Errorf("STORAGE_UNAVAILABLE without Retry-After")
+		}
+		return page{}, resp.StatusCode, env.Error.Code, nil
 	}
-	var p page
-	return p, json.Unmarshal(env.Data, &p)
+	return p, resp.StatusCode, "", json.Unmarshal(env.Data, &p)
 }
 
 func freeAddr(t *testing.T) string {
