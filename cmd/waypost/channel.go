@@ -30,7 +30,9 @@ space (seed channel spec) and serves the internal API committers use to announce
   GET  /healthz
 
 Every internal route needs "Authorization: Bearer $WAYPOST_CHANNEL_SECRET" (at least 16 bytes).
-'waypost serve' runs the same service in-process; this command is for the AWS topology.`,
+'waypost serve' runs the same service in-process. This command runs the hubs alone, without feed.wait;
+the AWS deployment's channel container runs waypost-channel (cmd/waypost-channel, deploy/channel), which
+adds GET /v0/feed/wait over the deployment's DynamoDB table on the same port.`,
 		Example: `  WAYPOST_CHANNEL_SECRET=$(head -c 32 /dev/urandom | base64) waypost channel-serve --addr 127.0.0.1:8788`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
