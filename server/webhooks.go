@@ -44,13 +44,15 @@ const (
 	webhookReportEvery = time.Minute
 )
 
-// webhookWorker is the embedded deliverer: one loop that dispatches newly committed feed items into
-// delivery records (Service.DispatchPending) and starts the attempts that are due (Service.DueDeliveries,
-// Service.AttemptDelivery), at most Concurrency at a time. It wakes when a commit is announced, when a
-// delivery becomes due through the domain's delivery queue (a retry, an admin redelivery), when an attempt
-// ends, and otherwise when the earliest due attempt is due, but at least every webhookPoll.
+// webhookWorker is the embedded deliverer. One loop dispatches newly committed feed items into delivery
+// records (Service.DispatchPending); it wakes when a commit is announced. Another loop starts the attempts
+// that are due (Service.DueDeliveries, Service.AttemptDelivery), at most Concurrency at a time; it wakes
+// when a delivery becomes due through the domain's delivery queue (created, retried, redelivered), when an
+// attempt ends, and otherwise when the earliest due attempt is due. Both look at the store at least every
+// poll interval, a safety net for a lost wake-up. The loops are separate so that dispatching a burst of
+// commits does not hold up the attempts, and slow attempts do not hold up dispatching.
 //
-// Everything it needs to resume lives in the store (the dispatch position per space, the due index and the
+// Everything needed to resume lives in the store (the dispatch position per space, the due index and the
 // attempt leases), so a crash at any point loses nothing: deliveries are at least once.
 type webhookWorker struct {
 	svc         *domain.Service
@@ -58,11 +60,13 @@ type webhookWorker struct {
 	concurrency int
 	poll, grace time.Duration
 
-	wake chan struct{} // capacity 1: pending wake-ups coalesce
+	// Wake-ups, each of capacity 1 so that pending ones coalesce.
+	committed chan struct{} // a commit was announced: dispatch
+	due       chan struct{} // a delivery became due or an attempt ended: start attempts
 
-	stopLoop    context.CancelFunc // ends the loop: no new attempts start
+	stopLoops   context.CancelFunc // ends the loops: no new dispatch or attempt starts
 	stopAttempt context.CancelFunc // cuts the attempts in flight short
-	loopDone    chan struct{}
+	loops       sync.WaitGroup
 	attempts    sync.WaitGroup
 	stopOnce    sync.Once
 
@@ -73,12 +77,12 @@ type webhookWorker struct {
 
 // workerStats are the counters the worker logs (never URLs, secrets or content).
 type workerStats struct {
-	Passes, Dispatched, Attempts, Done, Retry, Errors int
+	DispatchPasses, Dispatched, Attempts, Done, Retry, Errors int
 }
 
 func newWebhookWorker(log *slog.Logger, cfg WebhookConfig) *webhookWorker {
 	w := &webhookWorker{log: log, concurrency: cfg.Concurrency, poll: cfg.poll, grace: cfg.stopGrace,
-		wake: make(chan struct{}, 1), inflight: map[port.DeliveryRef]bool{}}
+		committed: make(chan struct{}, 1), due: make(chan struct{}, 1), inflight: map[port.DeliveryRef]bool{}}
 	if w.concurrency <= 0 {
 		w.concurrency = DefaultWebhookConcurrency
 	}
@@ -91,22 +95,22 @@ func newWebhookWorker(log *slog.Logger, cfg WebhookConfig) *webhookWorker {
 	return w
 }
 
-// poke wakes the loop without blocking.
-func (w *webhookWorker) poke() {
+// wake signals c without blocking.
+func wake(c chan struct{}) {
 	select {
-	case w.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
 // Enqueue implements port.DeliveryQueue: the domain calls it when a delivery becomes due (created, retried,
-// redelivered). The due index is the durable record; this only wakes the loop early.
+// redelivered). The due index is the durable record; this only wakes the attempt loop early.
 func (w *webhookWorker) Enqueue(_ context.Context, _ port.DeliveryRef, _ time.Time) error {
-	w.poke()
+	wake(w.due)
 	return nil
 }
 
-// pokingNotifier announces commits to the live feed and wakes the webhook worker.
+// pokingNotifier announces commits to the live feed and wakes the webhook dispatcher.
 type pokingNotifier struct {
 	next port.Notifier
 	w    *webhookWorker
@@ -115,30 +119,30 @@ type pokingNotifier struct {
 // Notify implements port.Notifier.
 func (n pokingNotifier) Notify(ctx context.Context, items []port.Published) {
 	n.next.Notify(ctx, items)
-	n.w.poke()
+	wake(n.w.committed)
 }
 
-// start runs the loop until stop.
+// start runs the loops until stop.
 func (w *webhookWorker) start(svc *domain.Service) {
 	w.svc = svc
-	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopCtx, stopLoops := context.WithCancel(context.Background())
 	attemptCtx, stopAttempt := context.WithCancel(context.Background())
-	w.stopLoop, w.stopAttempt, w.loopDone = stopLoop, stopAttempt, make(chan struct{})
-	go func() {
-		defer close(w.loopDone)
-		w.run(loopCtx, attemptCtx)
-	}()
+	w.stopLoops, w.stopAttempt = stopLoops, stopAttempt
+	w.log.Info("webhook worker started", "concurrency", w.concurrency, "poll", w.poll.String())
+	w.loops.Add(2)
+	go func() { defer w.loops.Done(); w.dispatchLoop(loopCtx) }()
+	go func() { defer w.loops.Done(); w.attemptLoop(loopCtx, attemptCtx) }()
 }
 
-// stop ends the loop, lets attempts in flight finish for up to the grace period, then cuts the rest short
+// stop ends the loops, lets attempts in flight finish for up to the grace period, then cuts the rest short
 // and waits for them. It is idempotent and safe to call concurrently.
 func (w *webhookWorker) stop() {
 	w.stopOnce.Do(func() {
-		if w.stopLoop == nil {
+		if w.stopLoops == nil {
 			return
 		}
-		w.stopLoop()
-		<-w.loopDone
+		w.stopLoops()
+		w.loops.Wait()
 		finished := make(chan struct{})
 		go func() { w.attempts.Wait(); close(finished) }()
 		select {
@@ -150,12 +154,16 @@ func (w *webhookWorker) stop() {
 			<-finished
 		}
 		w.stopAttempt()
-		w.mu.Lock()
-		st := w.stats
-		w.mu.Unlock()
-		w.log.Info("webhook worker stopped", "passes", st.Passes, "dispatched", st.Dispatched,
-			"attempts", st.Attempts, "finished", st.Done, "retries_planned", st.Retry, "errors", st.Errors)
+		w.logStats("webhook worker stopped")
 	})
+}
+
+func (w *webhookWorker) logStats(msg string) {
+	w.mu.Lock()
+	st, inflight := w.stats, len(w.inflight)
+	w.mu.Unlock()
+	w.log.Info(msg, "dispatch_passes", st.DispatchPasses, "dispatched", st.Dispatched, "attempts", st.Attempts,
+		"finished", st.Done, "retries_planned", st.Retry, "errors", st.Errors, "in_flight", inflight)
 }
 
 func (w *webhookWorker) inFlight() int {
@@ -164,54 +172,65 @@ func (w *webhookWorker) inFlight() int {
 	return len(w.inflight)
 }
 
-func (w *webhookWorker) run(ctx, attemptCtx context.Context) {
-	w.log.Info("webhook worker started", "concurrency", w.concurrency, "poll", w.poll.String())
-	report := time.NewTicker(webhookReportEvery)
-	defer report.Stop()
-	var reported workerStats
-	timer := time.NewTimer(0)
+// sleep waits for d, a wake-up on c, or the end of ctx; it reports whether ctx is still live.
+func sleep(ctx context.Context, timer *time.Timer, d time.Duration, c <-chan struct{}) bool {
+	timer.Reset(d)
 	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c:
+	case <-timer.C:
+	}
+	return true
+}
+
+// dispatchLoop derives delivery records from what was committed since the last pass. Each created record
+// wakes the attempt loop through Enqueue.
+func (w *webhookWorker) dispatchLoop(ctx context.Context) {
+	timer := time.NewTimer(w.poll)
 	for {
-		started := w.pass(ctx, attemptCtx)
-		wait := w.nextWait(ctx, started)
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-timer.C:
-		case <-report.C:
-			w.mu.Lock()
-			st := w.stats
-			w.mu.Unlock()
-			if st != reported {
-				reported = st
-				w.log.Info("webhook worker", "passes", st.Passes, "dispatched", st.Dispatched, "attempts", st.Attempts,
-					"finished", st.Done, "retries_planned", st.Retry, "errors", st.Errors, "in_flight", w.inFlight())
-			}
+		d, err := w.svc.DispatchPending(ctx)
+		w.count(func(s *workerStats) { s.DispatchPasses++; s.Dispatched += d.Deliveries })
+		wait := w.poll
+		if err != nil && ctx.Err() == nil {
+			w.failed("webhook dispatch failed; retried on the next pass", err)
+		} else if d.Items > 0 {
+			wait = 0 // more may have been committed meanwhile
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if !sleep(ctx, timer, wait, w.committed) {
+			return
 		}
 	}
 }
 
-// pass dispatches newly committed items and starts the due attempts that fit in the concurrency bound. It
-// returns how many attempts it started.
-func (w *webhookWorker) pass(ctx, attemptCtx context.Context) int {
-	if ctx.Err() != nil {
-		return 0
+// attemptLoop starts the due attempts that fit in the concurrency bound, then sleeps until the next one
+// is due (at most the poll interval) or a wake-up; it logs its counters every webhookReportEvery when they
+// changed.
+func (w *webhookWorker) attemptLoop(ctx, attemptCtx context.Context) {
+	timer := time.NewTimer(w.poll)
+	lastReport, reported := time.Now(), workerStats{}
+	for {
+		started := w.startDue(ctx, attemptCtx)
+		if !sleep(ctx, timer, w.nextWait(ctx, started), w.due) {
+			return
+		}
+		if time.Since(lastReport) >= webhookReportEvery {
+			w.mu.Lock()
+			st := w.stats
+			w.mu.Unlock()
+			if st != reported {
+				w.logStats("webhook worker")
+			}
+			lastReport, reported = time.Now(), st
+		}
 	}
-	d, err := w.svc.DispatchPending(ctx)
-	w.count(func(s *workerStats) { s.Passes++; s.Dispatched += d.Deliveries })
-	if err != nil && ctx.Err() == nil {
-		w.failed("webhook dispatch failed; retried on the next pass", err)
-	}
+}
+
+// startDue starts the due attempts that fit in the concurrency bound and returns how many it started.
+func (w *webhookWorker) startDue(ctx, attemptCtx context.Context) int {
 	free := w.concurrency - w.inFlight()
-	if free <= 0 {
+	if free <= 0 || ctx.Err() != nil {
 		return 0 // an ending attempt wakes the loop
 	}
 	// Ask for a few more than fit: some may already be in flight (read before their claim was stored).
@@ -243,10 +262,10 @@ func (w *webhookWorker) pass(ctx, attemptCtx context.Context) int {
 	return started
 }
 
-// attempt makes one delivery attempt and wakes the loop when it ends (a slot is free again).
+// attempt makes one delivery attempt and wakes the attempt loop when it ends (a slot is free again).
 func (w *webhookWorker) attempt(ctx context.Context, ref port.DeliveryRef) {
 	defer w.attempts.Done()
-	defer w.poke()
+	defer wake(w.due)
 	defer func() {
 		w.mu.Lock()
 		delete(w.inflight, ref)
