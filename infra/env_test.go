@@ -10,33 +10,37 @@ import (
 
 // notDeployed names the variables a function reads (config.VarsFor) that the stack leaves unset on
 // purpose, with the reason. Any other variable a function reads and the template does not set is missing.
-var notDeployed = map[string]string{
-	config.EnvBlobPrefix:           "no prefix: every object key starts with spaces/, which the IAM grants name",
-	config.EnvInlineBodyMax:        "the default (4096 bytes) is the limit docs/dynamodb.md measured",
-	config.EnvDynamoDBEndpoint:     "emulators only",
-	config.EnvS3Endpoint:           "emulators only",
-	config.EnvSQSEndpoint:          "emulators only",
-	config.EnvAdminSecret:          "the value form is for tests and emulators; the function gets the secret's ARN",
-	config.EnvCursorKey:            "the value form is for tests and emulators; the function gets the secret's ARN",
-	config.EnvChannelSecret:        "the value form is for tests and emulators; the function gets the secret's ARN",
-	config.EnvWebhookAllowLoopback: "tests only: a deployment never lets webhooks reach loopback addresses",
+func notDeployed() map[string]string {
+	return map[string]string{
+		config.EnvBlobPrefix:           "no prefix: every object key starts with spaces/, which the IAM grants name",
+		config.EnvInlineBodyMax:        "the default (4096 bytes) is the limit docs/dynamodb.md measured",
+		config.EnvDynamoDBEndpoint:     "emulators only",
+		config.EnvS3Endpoint:           "emulators only",
+		config.EnvSQSEndpoint:          "emulators only",
+		config.EnvAdminSecret:          "the value form is for tests and emulators; the function gets the secret's ARN",
+		config.EnvCursorKey:            "the value form is for tests and emulators; the function gets the secret's ARN",
+		config.EnvChannelSecret:        "the value form is for tests and emulators; the function gets the secret's ARN",
+		config.EnvWebhookAllowLoopback: "tests only: a deployment never lets webhooks reach loopback addresses",
+	}
 }
 
 // notDeployedChannel is notDeployed for the channel container, which ECS gives the secrets' values
 // (injected from Secrets Manager at task start) instead of their ARNs.
-var notDeployedChannel = map[string]string{
-	config.EnvBlobPrefix:       notDeployed[config.EnvBlobPrefix],
-	config.EnvDynamoDBEndpoint: "emulators only",
-	config.EnvS3Endpoint:       "emulators only",
-	config.EnvCursorKeyARN:     "ECS injects the value (WAYPOST_CURSOR_KEY) from the same secret",
-	config.EnvChannelSecretARN: "ECS injects the value (WAYPOST_CHANNEL_SECRET) from the same secret",
+func notDeployedChannel() map[string]string {
+	return map[string]string{
+		config.EnvBlobPrefix:       notDeployed()[config.EnvBlobPrefix],
+		config.EnvDynamoDBEndpoint: "emulators only",
+		config.EnvS3Endpoint:       "emulators only",
+		config.EnvCursorKeyARN:     "ECS injects the value (WAYPOST_CURSOR_KEY) from the same secret",
+		config.EnvChannelSecretARN: "ECS injects the value (WAYPOST_CHANNEL_SECRET) from the same secret",
+	}
 }
 
 // checkEnvironment compares, for each function and the channel container, the environment in the
 // template with what functions/config says that process reads, and loads the process's configuration
 // from the template's variables (values CloudFormation resolves at deploy time stand in as placeholders).
 func checkEnvironment(t *testing.T, sy synthesized) {
-	for _, m := range []map[string]string{notDeployed, notDeployedChannel} {
+	for _, m := range []map[string]string{notDeployed(), notDeployedChannel()} {
 		for name := range m {
 			if !slices.Contains(config.EnvVars(), name) {
 				t.Errorf("the test's unset list names %s, which functions/config does not know", name)
@@ -53,7 +57,7 @@ func checkEnvironment(t *testing.T, sy synthesized) {
 		if vars, ok := get(fn.Props, "Environment", "Variables").(map[string]any); ok {
 			env = vars
 		}
-		checkProcessEnv(t, name, env, notDeployed, refs)
+		checkProcessEnv(t, name, env, notDeployed(), refs)
 	}
 	tasks := sy.resourcesOf("AWS::ECS::TaskDefinition")
 	if len(tasks) != 1 {
@@ -74,7 +78,7 @@ func checkEnvironment(t *testing.T, sy synthesized) {
 		}
 		env[name] = get(e, "ValueFrom")
 	}
-	checkProcessEnv(t, TargetChannel, env, notDeployedChannel, refs)
+	checkProcessEnv(t, TargetChannel, env, notDeployedChannel(), refs)
 
 	// Shared values: one table, bucket, cursor key and channel secret for every process; the functions
 	// announce to the API (which routes /internal/v0 to the channel service).
