@@ -341,14 +341,18 @@ func (s *Service) NextDue(ctx context.Context) (time.Time, bool, error) {
 	return t, true, nil
 }
 
-// replaceDue returns the ops that move d's due entry from its old time to its new one.
+// replaceDue returns the ops that move d's due entry from its old time to its new one. When both times
+// are the same (a retry due exactly when the attempt's lease ends) the entry stays: one transaction may not
+// act twice on one key.
 func replaceDue(old, cur Delivery) []port.Op {
 	var ops []port.Op
-	if t, ok := old.dueAt(); ok {
-		ops = append(ops, port.Delete(keyDue(t, old.SpaceID, old.DeliveryID), port.Cond{}))
+	oldAt, hadDue := old.dueAt()
+	newAt, hasDue := cur.dueAt()
+	if hadDue && (!hasDue || !oldAt.Equal(newAt)) {
+		ops = append(ops, port.Delete(keyDue(oldAt, old.SpaceID, old.DeliveryID), port.Cond{}))
 	}
-	if t, ok := cur.dueAt(); ok {
-		ops = append(ops, port.Put(port.Item{Key: keyDue(t, cur.SpaceID, cur.DeliveryID)}, port.Cond{}))
+	if hasDue {
+		ops = append(ops, port.Put(port.Item{Key: keyDue(newAt, cur.SpaceID, cur.DeliveryID)}, port.Cond{}))
 	}
 	return ops
 }

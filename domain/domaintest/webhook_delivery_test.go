@@ -1,0 +1,141 @@
+package domaintest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/domaintest"
+	"github.com/waypost/waypost/webhook/retry"
+)
+
+// Secrets of the rule tests ("whsec_" + standard base64 of 32 bytes).
+var ruleSecrets = []string{
+	"whsec_YTr7j5Bsblmx1J7PPEgB6rN9RY8vemo2Jw0lX2K5tO8=",
+	"whsec_s3EctRXflDOfFw5tw26BwG+Ljc1RJXkqlxRa0/byqxs=",
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// hooks is a fixture with webhooks served by a FakeWebhooks, logging at debug level into logs.
+type hooks struct {
+	f    *domaintest.Fixture
+	fake *domaintest.FakeWebhooks
+	logs *syncBuffer
+	ctx  context.Context
+	sp   domain.SpaceResult
+}
+
+func newHooks(t *testing.T, cfg func(*domain.Config)) *hooks {
+	h := &hooks{logs: &syncBuffer{}, ctx: context.Background()}
+	h.f = domaintest.New(t, rulesBackend, func(c *domain.Config) {
+		h.fake = domaintest.NewFakeWebhooks(c.Clock.Now)
+		c.Webhooks = h.fake
+		c.InlineBodyMax = 16 << 10
+		c.Logger = slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		if cfg != nil {
+			cfg(c)
+		}
+	})
+	h.sp = h.f.Space()
+	return h
+}
+
+func (h *hooks) req(consumer, url string, secret int) domain.UpsertSubscriptionRequest {
+	return domain.UpsertSubscriptionRequest{RequestID: h.f.RID("sub"), ConsumerID: consumer, EventTypes: []string{domain.EventMessageCommitted},
+		Delivery: domain.SubscriptionDelivery{Mode: domain.DeliveryModeWebhook, URL: url, Secret: ruleSecrets[secret]}}
+}
+
+func (h *hooks) upsert(t *testing.T, p *domain.Principal, req domain.UpsertSubscriptionRequest) domain.SubscriptionResult {
+	t.Helper()
+	r, err := h.f.Svc.UpsertSubscription(h.ctx, p, req)
+	if err != nil {
+		t.Fatalf("upsert %s: %v", req.Delivery.URL, err)
+	}
+	return r
+}
+
+func (h *hooks) list(t *testing.T, p *domain.Principal) []domain.SubscriptionResult {
+	t.Helper()
+	l, err := h.f.Svc.ListSubscriptions(h.ctx, p)
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	return l.Subscriptions
+}
+
+func (h *hooks) stop(p *domain.Principal, id string) (domain.StopSubscriptionResult, error) {
+	return h.f.Svc.StopSubscription(h.ctx, p, id, domain.StopSubscriptionRequest{RequestID: h.f.RID("stop")})
+}
+
+func (h *hooks) work(t *testing.T) {
+	t.Helper()
+	if _, err := h.f.Svc.WorkDeliveries(h.ctx, 100); err != nil {
+		t.Fatalf("WorkDeliveries: %v", err)
+	}
+}
+
+// driveDue works every due attempt, advancing the clock to each, for at most passes passes.
+func (h *hooks) driveDue(t *testing.T, passes int) {
+	t.Helper()
+	for range passes {
+		h.work(t)
+		at, ok, err := h.f.Svc.NextDue(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+		if d := at.Sub(h.f.Clock.Now()); d > 0 {
+			h.f.Clock.Advance(d)
+		}
+	}
+}
+
+// TestRetryDueWhenLeaseEnds: without jitter the attempt after the third is due exactly 30 s after it, the
+// instant the third attempt's lease ends, so recording the attempt moves its due entry onto the same key.
+// The worker must record that schedule, not fail, and go on to the fifth attempt and the failure record.
+func TestRetryDueWhenLeaseEnds(t *testing.T) {
+	h := newHooks(t, func(c *domain.Config) { c.WebhookRetry = &retry.Policy{} })
+	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
+	url := "https://hooks.example.com/lease-end"
+	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
+	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusServiceUnavailable})
+	h.f.Send(a.P, "due at the lease end", b.ActorID)
+	h.driveDue(t, 20)
+	calls := h.fake.Deliveries(url)
+	var offsets []time.Duration
+	for i := 1; i < len(calls); i++ {
+		offsets = append(offsets, calls[i].At.Sub(calls[i-1].At))
+	}
+	if fmt.Sprint(offsets) != fmt.Sprint([]time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 5 * time.Minute}) {
+		t.Fatalf("delays between attempts %v", offsets)
+	}
+	failed, err := h.f.Svc.ListDeliveries(h.ctx, h.sp.SpaceID, domain.DeliveryFailed)
+	if err != nil || len(failed.Deliveries) != 1 || failed.Deliveries[0].Attempts != 5 {
+		t.Fatalf("failed: %+v, %v", failed, err)
+	}
+}
