@@ -409,6 +409,18 @@ func (s *Service) AttemptDelivery(ctx context.Context, ref port.DeliveryRef) (At
 		s.log.InfoContext(ctx, "webhook delivery cancelled", "space_id", d.SpaceID, "delivery_id", d.DeliveryID, "reason", why)
 		return AttemptOutcome{Done: true}, nil
 	}
+	if d.Attempts >= retry.MaxAttempts {
+		// The last attempt was claimed but its outcome never recorded (its worker died mid-request): it
+		// counts, so no further attempt is made.
+		cur := d
+		cur.State, cur.NextAttemptAt, cur.LeaseUntil, cur.UpdatedAt = DeliveryFailed, nil, nil, now
+		cur.FailureReason = string(retry.StopExhausted) + ": the last attempt did not complete"
+		if _, err := s.saveDelivery(ctx, it, d, cur); err != nil && !isConditionFailure(err) {
+			return AttemptOutcome{}, fmt.Errorf("recording failed delivery: %w", err)
+		}
+		s.log.InfoContext(ctx, "webhook delivery failed", "space_id", d.SpaceID, "delivery_id", d.DeliveryID, "reason", cur.FailureReason)
+		return AttemptOutcome{Done: true}, nil
+	}
 	sp, err := s.space(ctx, d.SpaceID)
 	if err != nil {
 		return AttemptOutcome{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,6 +137,44 @@ func TestRetryDueWhenLeaseEnds(t *testing.T) {
 	}
 	failed, err := h.f.Svc.ListDeliveries(h.ctx, h.sp.SpaceID, domain.DeliveryFailed)
 	if err != nil || len(failed.Deliveries) != 1 || failed.Deliveries[0].Attempts != 5 {
+		t.Fatalf("failed: %+v, %v", failed, err)
+	}
+}
+
+// TestCrashedFifthAttemptIsTheLast: a worker that dies during the fifth attempt (claimed, request in
+// flight) leaves a delivery that has had its five attempts: when the lease ends it fails
+// (attempts_exhausted) without a sixth.
+func TestCrashedFifthAttemptIsTheLast(t *testing.T) {
+	h := newHooks(t, func(c *domain.Config) { c.WebhookRetry = &retry.Policy{} })
+	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
+	url := "https://hooks.example.com/fifth"
+	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
+	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusServiceUnavailable})
+	h.f.Send(a.P, "crash on the fifth", b.ActorID)
+	for len(h.fake.Deliveries(url)) < 4 {
+		h.driveDue(t, 1)
+	}
+	at, _, _ := h.f.Svc.NextDue(h.ctx)
+	h.f.Clock.Advance(at.Sub(h.f.Clock.Now()))
+	refs, err := h.f.Svc.DueDeliveries(h.ctx, 10)
+	if err != nil || len(refs) != 1 {
+		t.Fatalf("due: %v, %v", refs, err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.fake.CrashNext(cancel)
+	if _, err := h.f.Svc.AttemptDelivery(ctx, refs[0]); err == nil {
+		t.Fatal("an attempt whose worker died reported success")
+	}
+	cancel()
+	h.f.Clock.Advance(time.Hour)
+	h.work(t)
+	h.work(t)
+	if n := len(h.fake.Deliveries(url)); n != 5 {
+		t.Fatalf("%d attempts, want 5: a crashed fifth attempt was followed by another", n)
+	}
+	failed, err := h.f.Svc.ListDeliveries(h.ctx, h.sp.SpaceID, domain.DeliveryFailed)
+	if err != nil || len(failed.Deliveries) != 1 || failed.Deliveries[0].Attempts != 5 ||
+		!strings.HasPrefix(failed.Deliveries[0].FailureReason, string(retry.StopExhausted)) {
 		t.Fatalf("failed: %+v, %v", failed, err)
 	}
 }
