@@ -136,6 +136,11 @@ func (s *Service) announces(ctx context.Context, sub Subscription, fi FeedItem, 
 		}
 		return "", err
 	}
+	if !p.HasScope(ScopeMessageRead) {
+		// The credential cannot read the consumer's feed at all (inbox.read needs message.read): announcing
+		// anything would make the subscription wider than the view (RFC §12.3).
+		return "unauthorized", nil
+	}
 	if !fs.visible(fi, true) {
 		return "not_visible", nil
 	}

@@ -178,3 +178,36 @@ func TestCrashedFifthAttemptIsTheLast(t *testing.T) {
 		t.Fatalf("failed: %+v, %v", failed, err)
 	}
 }
+
+// TestSubscriptionScope: a subscription announces only what its credential could read through inbox.read
+// on its consumer: no message or receipt events for a credential without message.read, no memory events
+// without the memory.read scope and grant; messages to other actors never.
+func TestSubscriptionScope(t *testing.T) {
+	h := newHooks(t, nil)
+	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
+	all := []string{domain.EventMessageCommitted, domain.EventReceiptUpdated, domain.EventMemoryRevisionPublished}
+	sub := func(name string, scopes ...domain.Scope) string {
+		tok, _ := h.f.Token(h.sp.SpaceID, b.ActorID, "", scopes...)
+		p := h.f.Principal(tok)
+		url := "https://hooks.example.com/" + name
+		req := h.req(b.ConsumerID, url, 0)
+		req.EventTypes = all
+		h.upsert(t, p, req)
+		if _, err := h.f.Svc.ReadInbox(h.ctx, p, domain.ReadRequest{ConsumerID: b.ConsumerID}); name == "manage-only" && domaintest.CodeOf(err) != domain.CodeForbidden {
+			t.Fatalf("inbox.read with only subscription.manage: %v, want FORBIDDEN", err)
+		}
+		return url
+	}
+	full := sub("full")
+	manageOnly := sub("manage-only", domain.ScopeSubscriptionManage)
+	other := h.f.Party(h.sp.SpaceID)
+	h.f.Send(a.P, "to b", b.ActorID)
+	h.f.Send(a.P, "to someone else", other.ActorID)
+	h.work(t)
+	if n := len(h.fake.Deliveries(full)); n != 1 {
+		t.Fatalf("the full credential got %d events, want 1 (only the message to B)", n)
+	}
+	if n := len(h.fake.Deliveries(manageOnly)); n != 0 {
+		t.Fatalf("a credential that cannot read the consumer's feed (no message.read) got %d events", n)
+	}
+}
