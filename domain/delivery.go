@@ -385,7 +385,13 @@ func (s *Service) AttemptDelivery(ctx context.Context, ref port.DeliveryRef) (At
 	}
 	now := s.clock.Now().UTC()
 	if !found || d.State != DeliveryPending {
-		s.dropDue(ctx, ref, now) // a stale due entry (of a delivered or finished record) must not come back
+		// A stale due entry (of a delivered or finished record) must not come back, but only while the
+		// record is as read: a Redeliver committed since has its own due entry.
+		unchanged := port.Check(keyDelivery(ref.SpaceID, ref.DeliveryID), port.NotExists())
+		if found {
+			unchanged.Cond = port.AttrEquals(attrVersion, it.Attr(attrVersion))
+		}
+		s.dropDue(ctx, ref, now, unchanged)
 		return AttemptOutcome{Done: true}, nil
 	}
 	if due, _ := d.dueAt(); due.After(now) {
@@ -519,8 +525,9 @@ func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Deli
 	return nil
 }
 
-// dropDue removes the due entries of a delivery that no longer exists (bounded scan of what is due now).
-func (s *Service) dropDue(ctx context.Context, ref port.DeliveryRef, now time.Time) {
+// dropDue removes the due entries of a delivery that no longer exists or is finished (bounded scan of what
+// is due now), each in a transaction with unchanged, the check that the record is still as read.
+func (s *Service) dropDue(ctx context.Context, ref port.DeliveryRef, now time.Time, unchanged port.Op) {
 	items, err := s.store.Query(ctx, port.Query{PK: pkDue, UpTo: now.Add(attemptLease).Format(dueTimeFormat) + "#~", Limit: 1000})
 	if err != nil {
 		return
@@ -529,7 +536,7 @@ func (s *Service) dropDue(ctx context.Context, ref port.DeliveryRef, now time.Ti
 	for _, it := range items {
 		if strings.HasSuffix(it.SK, suffix) {
 			_, _ = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-				return []port.Op{port.Delete(it.Key, port.Cond{})}, nil
+				return []port.Op{unchanged, port.Delete(it.Key, port.Cond{})}, nil
 			}})
 		}
 	}
