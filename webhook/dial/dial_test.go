@@ -131,6 +131,38 @@ func TestRefusedTargets(t *testing.T) {
 		{name: "localhost subdomain", url: "https://api.LOCALHOST./"},
 		{name: "empty host", url: "https:///hook"},
 		{name: "port zero", url: "https://example.com:0/"},
+		// Rows added for issue 7's SSRF table: more members and boundaries of each class.
+		{name: "rfc1918 10/8 top", url: "https://10.255.255.255/"},
+		{name: "rfc1918 172.16/12 top", url: "https://172.31.255.255/"},
+		{name: "rfc1918 192.168/16 top", url: "https://192.168.255.255/"},
+		{name: "link-local v4", url: "https://169.254.0.1/"},
+		{name: "link-local v4 top", url: "https://169.254.255.254/"},
+		{name: "link-local v6 top of fe80::/10", url: "https://[febf:ffff::1]/"},
+		{name: "cgnat 100.64/10 other", url: "https://100.100.100.200/"},
+		{name: "ula fdff", url: "https://[fdff:ffff:ffff::1]/"},
+		{name: "this network 0/8", url: "https://0.1.2.3/"},
+		{name: "reserved 240/4", url: "https://240.0.0.1/"},
+		{name: "benchmarking 198.18/15", url: "https://198.18.0.1/"},
+		{name: "mapped metadata", url: "https://[::ffff:169.254.169.254]/"},
+		{name: "mapped long form", url: "https://[0:0:0:0:0:ffff:7f00:1]/"},
+		{name: "mapped cgnat", url: "https://[::ffff:100.64.0.1]/"},
+		{name: "v4-compatible loopback", url: "https://[::127.0.0.1]/"},
+		{name: "v4-compatible private", url: "https://[::a00:1]/"},
+		{name: "teredo", url: "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/"},
+		{name: "documentation v6", url: "https://[2001:db8::1]/"},
+		{name: "multicast v4 ssdp", url: "https://239.255.255.250/"},
+		{name: "decimal integer private", url: "https://167772161/"},
+		{name: "decimal integer trailing dot", url: "https://2130706433./"},
+		{name: "octal private", url: "https://012.0.0.1/"},
+		{name: "octal short", url: "https://0177.1/"},
+		{name: "hex private", url: "https://0xa.0.0.1/"},
+		{name: "hex upper case", url: "https://0X7F.0.0.1/"},
+		{name: "hex dotted full", url: "https://0x7f.0x0.0x0.0x1/"},
+		{name: "short private", url: "https://10.1/"},
+		{name: "three-part form", url: "https://192.168.1/"},
+		{name: "decimal metadata", url: "https://2852039166/"},
+		{name: "http to a public address by default", url: "http://8.8.8.8/"},
+		{name: "http on 443 by default", url: "http://example.com:443/"},
 	}
 	viaDNS := []row{
 		{name: "dns rfc1918 10/8", answer: addrs("10.1.2.3")},
@@ -151,6 +183,14 @@ func TestRefusedTargets(t *testing.T) {
 		{name: "dns multicast v6", answer: addrs("ff02::fb")},
 		{name: "dns every answer private", answer: addrs("10.0.0.1", "192.168.0.1", "fc00::1", "127.0.0.1")},
 		{name: "dns public on a refused port", url: "https://hook.test:8443/", answer: addrs("8.8.8.8")},
+		{name: "dns link-local v4", answer: addrs("169.254.1.1")},
+		{name: "dns cgnat top", answer: addrs("100.127.255.255")},
+		{name: "dns ula fc00", answer: addrs("fc00::1")},
+		{name: "dns broadcast", answer: addrs("255.255.255.255")},
+		{name: "dns this network", answer: addrs("0.1.2.3")},
+		{name: "dns mapped metadata", answer: addrs("::ffff:169.254.169.254")},
+		{name: "dns v4-compatible loopback", answer: addrs("::7f00:1")},
+		{name: "dns nat64 private", answer: addrs("64:ff9b::a00:1")},
 	}
 	for _, tc := range literal {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,23 +306,26 @@ func TestDNSRebinding(t *testing.T) {
 	_, privateConns := listenOn(t, "127.0.0.1", port, http.HandlerFunc(okHandler))
 	target := fmt.Sprintf("http://rebind.test:%d/hook", port)
 
-	t.Run("answer changes between requests", func(t *testing.T) {
-		res := newResolver()
-		res.set("rebind.test", addrs("127.0.0.2"), addrs("127.0.0.1"))
-		c := newClient(t, Options{Resolver: res, AllowHTTP: true, testAllowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}})
-		resp, err := c.Post(context.Background(), target, nil, []byte("{}"))
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("first (public) answer: %v %v", resp, err)
-		}
-		c.CloseIdleConnections() // force a new dial and a new lookup
-		_, err = c.Post(context.Background(), target, nil, []byte("{}"))
-		if !isTarget(err) {
-			t.Fatalf("rebound answer: %v, want *TargetError", err)
-		}
-		if res.count("rebind.test") != 2 {
-			t.Fatalf("lookups = %d, want 2", res.count("rebind.test"))
-		}
-	})
+	// The second answer of each row is private in its own way; each is refused at dial time.
+	for _, second := range []string{"127.0.0.1", "::ffff:127.0.0.1", "::1", "10.0.0.1", "169.254.169.254", "100.64.0.1", "fd00::1", "0.0.0.0"} {
+		t.Run("answer changes between requests to "+second, func(t *testing.T) {
+			res := newResolver()
+			res.set("rebind.test", addrs("127.0.0.2"), addrs(second))
+			c := newClient(t, Options{Resolver: res, AllowHTTP: true, testAllowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}})
+			resp, err := c.Post(context.Background(), target, nil, []byte("{}"))
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("first (public) answer: %v %v", resp, err)
+			}
+			c.CloseIdleConnections() // force a new dial and a new lookup
+			_, err = c.Post(context.Background(), target, nil, []byte("{}"))
+			if !isTarget(err) {
+				t.Fatalf("rebound answer: %v, want *TargetError", err)
+			}
+			if res.count("rebind.test") != 2 {
+				t.Fatalf("lookups = %d, want 2", res.count("rebind.test"))
+			}
+		})
+	}
 	t.Run("private and public in one answer", func(t *testing.T) {
 		res := newResolver()
 		res.set("rebind.test", addrs("127.0.0.1", "::ffff:127.0.0.1", "127.0.0.2"))
