@@ -240,7 +240,11 @@ func isTarget(err error) bool {
 func TestPublicTargetsPass(t *testing.T) {
 	c := newClient(t, Options{})
 	for _, u := range []string{"https://8.8.8.8/", "https://[2606:4700:4700::1111]/hook", "https://example.com/",
-		"https://hooks.example.com:443/x?y=1", "HTTPS://Example.COM/", "https://1.2.3.4.example.com/", "https://xn--bcher-kva.example/"} {
+		"https://hooks.example.com:443/x?y=1", "HTTPS://Example.COM/", "https://1.2.3.4.example.com/", "https://xn--bcher-kva.example/",
+		// just outside the refused ranges: the table's boundaries are exact
+		"https://9.255.255.255/", "https://11.0.0.1/", "https://172.15.255.255/", "https://172.32.0.1/", "https://192.167.255.255/",
+		"https://192.169.0.1/", "https://169.253.255.255/", "https://169.255.0.1/", "https://100.63.255.255/", "https://100.128.0.1/",
+		"https://126.255.255.255/", "https://128.0.0.1/", "https://223.255.255.254/"} {
 		if _, err := c.CheckURL(u); err != nil {
 			t.Errorf("CheckURL(%s): %v", u, err)
 		}
