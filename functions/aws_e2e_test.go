@@ -236,10 +236,15 @@ func TestAWSFunctions(t *testing.T) {
 
 	// The functions publish the AWS limits.
 	d, _ := okData[struct {
-		Limits map[string]any `json:"limits"`
+		Limits       map[string]any  `json:"limits"`
+		Capabilities map[string]bool `json:"capabilities"`
 	}](t, mailbox, "GET", "/v0/describe", a.token, nil)
 	if d.Limits["feed_wait_max_ms"] != float64(25000) || d.Limits["max_blob_bytes"] != float64(4<<20) {
 		t.Fatalf("describe limits: feed_wait_max_ms %v, max_blob_bytes %v", d.Limits["feed_wait_max_ms"], d.Limits["max_blob_bytes"])
+	}
+	// feed.wait is served (the container over HTTP; the functions by polling the durable feed), and so are webhooks.
+	if !d.Capabilities["live_feed"] || !d.Capabilities["webhook_events"] {
+		t.Fatalf("describe capabilities: %v", d.Capabilities)
 	}
 
 	t.Run("feed.wait on the channel container", func(t *testing.T) {
@@ -359,7 +364,7 @@ func TestAWSFunctions(t *testing.T) {
 	for _, tl := range mcpCall(2, "tools/list", nil)["tools"].([]any) {
 		tools = append(tools, tl.(map[string]any)["name"].(string))
 	}
-	for _, want := range []string{"waypost_describe", "waypost_send", "waypost_inbox", "waypost_ack", "waypost_blob_prepare", "waypost_memory_publish", "waypost_memory_read"} {
+	for _, want := range []string{"waypost_describe", "waypost_send", "waypost_inbox", "waypost_ack", "waypost_blob_prepare", "waypost_memory_publish", "waypost_memory_read", "waypost_wait"} {
 		if !slices.Contains(tools, want) {
 			t.Errorf("MCP tools/list lacks %s: %q", want, tools)
 		}

@@ -126,7 +126,8 @@ type ServiceOptions struct {
 	// Notifier receives committed items; nil means announcing them to the channel service at
 	// Config.ChannelURL when it is set, and nowhere otherwise.
 	Notifier port.Notifier
-	// Watcher enables feed.wait (the channel container's in-process hubs); nil in the Lambda functions.
+	// Watcher enables feed.wait: the channel container's in-process hubs, or a livefeed.Poller in the HTTP
+	// functions.
 	Watcher port.FeedWatcher
 	// Webhooks enables webhook subscriptions and deliveries (Env.WebhookSender); nil turns them off.
 	Webhooks port.WebhookSender
@@ -196,7 +197,10 @@ func Build(ctx context.Context, role Role, cfg config.Config, logger *slog.Logge
 	if role.Admin() && env.Config.AdminSecret == "" {
 		return nil, fmt.Errorf("%s: %s or %s is required", role, config.EnvAdminSecret, config.EnvAdminSecretARN)
 	}
-	sopts, err := env.webhookPorts(logger, ServiceOptions{})
+	// The live hubs are in the channel container, which serves HTTP feed.wait itself; here feed.wait (the
+	// MCP tool waypost_wait, or the HTTP route if routed to a function) re-reads the durable feed at
+	// livefeed.DefaultPollInterval, so describe's live_feed holds for every function that serves it.
+	sopts, err := env.webhookPorts(logger, ServiceOptions{Watcher: livefeed.Poller{}})
 	if err != nil {
 		return nil, err
 	}
