@@ -8,7 +8,7 @@ import (
 
 // TestWebhookProperties runs P15 and the webhook delivery scenarios (domaintest.RunWebhookProperties) on
 // DynamoDB (minidyn) + S3 (versitygw). Every check makes a fresh table, so unlike the other suites a
-// property's cost grows only linearly with its checks: webhookChecks of them keep the run near 30 s under
+// property's cost grows only linearly with its checks: webhookChecks of them keep the run near 40 s under
 // -race. A restart is a new service over the same table.
 func TestWebhookProperties(t *testing.T) {
 	limitRapidChecks(t, webhookChecks)
@@ -17,4 +17,4 @@ func TestWebhookProperties(t *testing.T) {
 
 // webhookChecks is the rapid check count of TestWebhookProperties unless -rapid.checks or RAPID_CHECKS says
 // otherwise.
-const webhookChecks = 12
+const webhookChecks = 20
