@@ -12,13 +12,20 @@ import (
 	"github.com/waypost/waypost/webhook/retry"
 )
 
-// Delivery states as published by the admin plane. A delivered record is removed; the subscription's
-// health keeps the last success.
+// Delivery states. The admin plane lists pending, failed and cancelled records. A delivered record stays
+// as a marker for deliveredRetention, so that a feed item dispatched again (a repeated table-stream batch,
+// a dispatcher restart) is not announced twice, and is then removed; the subscription's health keeps the
+// last success.
 const (
 	DeliveryPending   = "pending"
 	DeliveryFailed    = "failed"
 	DeliveryCancelled = "cancelled"
+	DeliveryDelivered = "delivered"
 )
+
+// deliveredRetention is how long a delivered marker is kept: the retention of a DynamoDB stream record,
+// the longest a dispatch of the same item can be repeated.
+const deliveredRetention = 24 * time.Hour
 
 // attemptLease is how long a claimed attempt keeps others off: the 10 s answer limit plus connect time and
 // margin. A worker that dies mid-attempt leaves the delivery due again when the lease ends.
@@ -51,6 +58,7 @@ type Delivery struct {
 	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
 	LeaseUntil     *time.Time      `json:"lease_until,omitempty"`
 	FailureReason  string          `json:"failure_reason,omitempty"`
+	PurgeAt        *time.Time      `json:"purge_at,omitempty"` // delivered markers only
 	History        []AttemptRecord `json:"attempts_log"`
 	CreatedAt      time.Time       `json:"created_at"`
 	UpdatedAt      time.Time       `json:"updated_at"`
@@ -63,6 +71,8 @@ func (d Delivery) dueAt() (time.Time, bool) {
 		return *d.LeaseUntil, true
 	case d.NextAttemptAt != nil && d.State == DeliveryPending:
 		return *d.NextAttemptAt, true
+	case d.PurgeAt != nil && d.State == DeliveryDelivered:
+		return *d.PurgeAt, true
 	}
 	return time.Time{}, false
 }
@@ -243,19 +253,25 @@ func (s *Service) wakeDelivery(ctx context.Context, ref port.DeliveryRef, at tim
 // the next pass derives them again from the feed.
 func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 	var res DispatchResult
-	markers, err := s.store.Query(ctx, port.Query{PK: pkDispatch, Limit: 1000})
-	if err != nil {
-		return res, fmt.Errorf("reading dispatch positions: %w", err)
-	}
-	for _, m := range markers {
-		r, err := s.dispatchSpace(ctx, m)
-		res.Items += r.Items
-		res.Deliveries += r.Deliveries
+	after := ""
+	for {
+		markers, err := s.store.Query(ctx, port.Query{PK: pkDispatch, After: after, Limit: 1000})
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("reading dispatch positions: %w", err)
 		}
+		for _, m := range markers {
+			r, err := s.dispatchSpace(ctx, m)
+			res.Items += r.Items
+			res.Deliveries += r.Deliveries
+			if err != nil {
+				return res, err
+			}
+		}
+		if len(markers) < 1000 {
+			return res, nil
+		}
+		after = markers[len(markers)-1].SK
 	}
-	return res, nil
 }
 
 func (s *Service) dispatchSpace(ctx context.Context, marker port.Item) (DispatchResult, error) {
@@ -384,6 +400,16 @@ func (s *Service) AttemptDelivery(ctx context.Context, ref port.DeliveryRef) (At
 		return AttemptOutcome{}, err
 	}
 	now := s.clock.Now().UTC()
+	if found && d.State == DeliveryDelivered && d.PurgeAt != nil {
+		// A delivered marker: removed with its due entry once its retention ends; nothing to send.
+		if !now.Before(*d.PurgeAt) {
+			ops := append([]port.Op{port.Delete(it.Key, port.AttrEquals(attrVersion, it.Attr(attrVersion)))}, replaceDue(d, Delivery{})...)
+			if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }}); err != nil && !isConditionFailure(err) {
+				return AttemptOutcome{}, fmt.Errorf("removing delivered marker: %w", err)
+			}
+		}
+		return AttemptOutcome{Done: true}, nil
+	}
 	if !found || d.State != DeliveryPending {
 		// A stale due entry (of a delivered or finished record) must not come back, but only while the
 		// record is as read: a Redeliver committed since has its own due entry.
@@ -510,7 +536,8 @@ func (s *Service) feedItemOf(ctx context.Context, d Delivery) (FeedItem, port.It
 	return getRecord[FeedItem](ctx, s.store, keyFeed(d.SpaceID, seq))
 }
 
-// finishAttempt records an attempt's outcome: a delivered record is removed with its due entry.
+// finishAttempt records an attempt's outcome: a delivered record becomes a marker, due for removal when
+// deliveredRetention ends.
 func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Delivery, delivered bool) error {
 	if !delivered {
 		if _, err := s.saveDelivery(ctx, it, old, cur); err != nil {
@@ -518,8 +545,9 @@ func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Deli
 		}
 		return nil
 	}
-	ops := append([]port.Op{port.Delete(it.Key, port.AttrEquals(attrVersion, it.Attr(attrVersion)))}, replaceDue(old, Delivery{})...)
-	if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }}); err != nil {
+	purge := cur.UpdatedAt.Add(deliveredRetention)
+	cur.State, cur.NextAttemptAt, cur.PurgeAt = DeliveryDelivered, nil, &purge
+	if _, err := s.saveDelivery(ctx, it, old, cur); err != nil {
 		return fmt.Errorf("recording delivery: %w", err)
 	}
 	return nil
@@ -650,7 +678,7 @@ func (s *Service) Redeliver(ctx context.Context, spaceID, deliveryID string) (De
 		if err != nil {
 			return Delivery{}, err
 		}
-		if !found {
+		if !found || d.State == DeliveryDelivered { // a delivered marker is internal: nothing to redeliver
 			return Delivery{}, notFound
 		}
 		if d.State == DeliveryPending {
@@ -658,7 +686,7 @@ func (s *Service) Redeliver(ctx context.Context, spaceID, deliveryID string) (De
 		}
 		now := s.clock.Now().UTC()
 		cur := d
-		cur.State, cur.Attempts, cur.FailureReason, cur.NextAttemptAt, cur.LeaseUntil, cur.UpdatedAt = DeliveryPending, 0, "", &now, nil, now
+		cur.State, cur.Attempts, cur.FailureReason, cur.NextAttemptAt, cur.LeaseUntil, cur.PurgeAt, cur.UpdatedAt = DeliveryPending, 0, "", &now, nil, nil, now
 		if _, err := s.saveDelivery(ctx, it, d, cur); isConditionFailure(err) {
 			continue
 		} else if err != nil {

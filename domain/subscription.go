@@ -296,6 +296,15 @@ func (s *Service) UpsertSubscription(ctx context.Context, p *Principal, req Upse
 		return SubscriptionResult{}, err
 	}
 	now := s.clock.Now().UTC()
+	// The limit is checked before the challenge too (no request to a receiver that would be refused), and
+	// again in the commit.
+	idx, _, _, err := getRecord[consumerSubs](ctx, s.store, keyConsumerSubs(p.SpaceID, req.ConsumerID))
+	if err != nil {
+		return SubscriptionResult{}, err
+	}
+	if _, err := s.liveSubscriptions(ctx, p.SpaceID, idx, subID, now); err != nil {
+		return SubscriptionResult{}, err
+	}
 	if !found || cur.stateAt(now) != SubscriptionActive || cur.Secret != req.Delivery.Secret {
 		if err := s.webhooks.Verify(ctx, req.Delivery.URL, port.WebhookKeys{Current: req.Delivery.Secret}); err != nil {
 			de := verifyFailure(err)
@@ -342,23 +351,9 @@ func (s *Service) prepareUpsert(ctx context.Context, p *Principal, subID string,
 	if err != nil {
 		return nil, err
 	}
-	// Prune the index of subscriptions that no longer count (stopped or expired).
-	var live []string
-	for _, id := range idx.IDs {
-		if id == subID {
-			continue
-		}
-		other, _, ok, err := getRecord[Subscription](ctx, s.store, keySubscription(p.SpaceID, id))
-		if err != nil {
-			return nil, err
-		}
-		if ok && other.stateAt(now) == SubscriptionActive {
-			live = append(live, id)
-		}
-	}
-	if len(live)+1 > s.limits.SubscriptionsPerConsumer {
-		return nil, Errorf(CodeResourceLimit, "the consumer already has %d active subscriptions", len(live)).
-			WithDetails("limit_name", "subscriptions_per_consumer", "limit", s.limits.SubscriptionsPerConsumer)
+	live, err := s.liveSubscriptions(ctx, p.SpaceID, idx, subID, now)
+	if err != nil {
+		return nil, err
 	}
 	head, err := s.head(ctx, p.SpaceID)
 	if err != nil {
@@ -398,6 +393,29 @@ func (s *Service) prepareUpsert(ctx context.Context, p *Principal, subID string,
 	}
 	res := sub.result(now)
 	return &onceTx{resourceID: subID, build: func(uint64) ([]port.Op, any, []port.Published) { return ops, res, nil }}, nil
+}
+
+// liveSubscriptions returns the IDs in a consumer's index that still count against
+// subscriptions_per_consumer (active, other than subID), or RESOURCE_LIMIT when subID would pass the limit.
+func (s *Service) liveSubscriptions(ctx context.Context, space string, idx consumerSubs, subID string, now time.Time) ([]string, error) {
+	var live []string
+	for _, id := range idx.IDs {
+		if id == subID {
+			continue
+		}
+		other, _, ok, err := getRecord[Subscription](ctx, s.store, keySubscription(space, id))
+		if err != nil {
+			return nil, err
+		}
+		if ok && other.stateAt(now) == SubscriptionActive {
+			live = append(live, id)
+		}
+	}
+	if len(live)+1 > s.limits.SubscriptionsPerConsumer {
+		return nil, Errorf(CodeResourceLimit, "the consumer already has %d active subscriptions", len(live)).
+			WithDetails("limit_name", "subscriptions_per_consumer", "limit", s.limits.SubscriptionsPerConsumer)
+	}
+	return live, nil
 }
 
 // ownSubscription reads a subscription of the principal's actor; any other is NOT_FOUND.

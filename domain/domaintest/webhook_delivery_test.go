@@ -271,3 +271,43 @@ func TestStaleWakeUpKeepsARedelivery(t *testing.T) {
 		t.Fatalf("stuck pending: %+v", p.Deliveries)
 	}
 }
+
+// TestRepeatedDispatchAnnouncesOnce: the AWS table stream may hand the dispatcher the same feed item again
+// (a retried batch) after it was delivered; the delivered marker keeps it from being announced twice until
+// its retention (24 h, the stream's) ends, when the worker removes the marker.
+func TestRepeatedDispatchAnnouncesOnce(t *testing.T) {
+	h := newHooks(t, nil)
+	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
+	url := "https://hooks.example.com/once"
+	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
+	h.f.Send(a.P, "announce me once", b.ActorID)
+	h.work(t)
+	if n := len(h.fake.Deliveries(url)); n != 1 {
+		t.Fatalf("%d deliveries after the first pass, want 1", n)
+	}
+	feed, err := h.f.Backend.Store.Query(h.ctx, port.Query{PK: "FD#" + h.sp.SpaceID})
+	if err != nil || len(feed) != 1 {
+		t.Fatalf("feed items %d, %v", len(feed), err)
+	}
+	res, err := h.f.Svc.DispatchFeedItems(h.ctx, feed) // the repeated stream batch
+	if err != nil || res.Deliveries != 0 {
+		t.Fatalf("repeated dispatch: %+v, %v; want no new delivery", res, err)
+	}
+	h.work(t)
+	if n := len(h.fake.Deliveries(url)); n != 1 {
+		t.Fatalf("%d deliveries after a repeated dispatch, want 1", n)
+	}
+	// The marker is due for removal after 24 h; once removed, the due index is empty.
+	at, ok, err := h.f.Svc.NextDue(h.ctx)
+	if err != nil || !ok || at.Sub(h.f.Clock.Now()) < 23*time.Hour {
+		t.Fatalf("next due %v (%v, %v), want the marker's removal in about 24 h", at, ok, err)
+	}
+	h.f.Clock.Advance(24*time.Hour + time.Second)
+	h.work(t)
+	if _, ok, err := h.f.Svc.NextDue(h.ctx); err != nil || ok {
+		t.Fatalf("due entries left after the marker's retention: %v, %v", ok, err)
+	}
+	if n := len(h.fake.Deliveries(url)); n != 1 {
+		t.Fatalf("%d deliveries after the marker's removal, want 1", n)
+	}
+}

@@ -141,6 +141,9 @@ func TestSubscriptionsPerConsumer(t *testing.T) {
 	if d := domain.AsError(err).Details["limit_name"]; d != "subscriptions_per_consumer" {
 		t.Fatalf("details %v", domain.AsError(err).Details)
 	}
+	if n := h.fake.VerifyCount(url(limit)); n != 0 {
+		t.Fatalf("a refused subscription sent %d challenges to its receiver, want none", n)
+	}
 	h.upsert(t, b.P, h.req(b.ConsumerID, url(5), 0)) // renewing one of them is fine
 	other := h.f.Consumer(h.sp.SpaceID, b.ActorID, domain.ViewInbox, nil)
 	h.upsert(t, b.P, h.req(other, url(100), 0))
