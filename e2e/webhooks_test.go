@@ -348,14 +348,19 @@ func TestWebhookEndToEnd(t *testing.T) {
 	if sub.State != "active" || sub.Delivery.URL != rcv.url || sub.ConsumerID != bob.consumer {
 		t.Fatalf("subscription %+v", sub)
 	}
-	challenges := 0
-	for _, rec := range rcv.records() {
-		if rec.Kind == "challenge" && len(rec.VerifiedWith) == 1 && rec.VerifiedWith[0] == 0 && strings.HasPrefix(rec.WebhookID, "wv_") {
-			challenges++
+	// The receiver reports what it answered on its stdout, read concurrently: wait for the record.
+	verifiedChallenges := func(rs []receiverRecord) int {
+		n := 0
+		for _, rec := range rs {
+			if rec.Kind == "challenge" && len(rec.VerifiedWith) == 1 && rec.VerifiedWith[0] == 0 && strings.HasPrefix(rec.WebhookID, "wv_") {
+				n++
+			}
 		}
+		return n
 	}
-	if challenges != 1 {
-		t.Fatalf("%d verified challenges signed with the subscription's secret; want 1", challenges)
+	rcv.waitFor(10*time.Second, "the verified challenge", func(rs []receiverRecord) bool { return verifiedChallenges(rs) >= 1 })
+	if n := verifiedChallenges(rcv.records()); n != 1 {
+		t.Fatalf("%d verified challenges signed with the subscription's secret; want 1", n)
 	}
 
 	// One message, one verified event.
