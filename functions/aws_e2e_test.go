@@ -446,7 +446,12 @@ func TestAWSFunctions(t *testing.T) {
 	if raw := sweeper.invokeRaw(t, scheduled); json.Unmarshal(raw, &swept) != nil || swept.Expired != 0 || swept.Batches != 1 {
 		t.Fatalf("second sweep: %s", raw)
 	}
+	// The function's log lines reach the test through the emulator's output, read concurrently: wait for them.
 	sweeps := logLines(sweeper.logs.String(), "sweep")
+	for deadline := time.Now().Add(10 * time.Second); len(sweeps) < 2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		sweeps = logLines(sweeper.logs.String(), "sweep")
+	}
 	if len(sweeps) != 2 || sweeps[0]["expired"] != float64(1) || sweeps[1]["expired"] != float64(0) || sweeps[0]["function"] != "sweeper" {
 		t.Fatalf("sweeper log lines: %v\n%s", sweeps, sweeper.logs.String())
 	}
