@@ -28,6 +28,8 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/emutest"
+	"github.com/waypost/waypost/internal/emulator"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
@@ -57,17 +59,17 @@ func buildChannel(t *testing.T) string {
 type channelProc struct {
 	url  string
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 	exit chan error
 }
 
 // startChannel runs the waypost-channel binary with env on a free loopback port and waits for /healthz.
 func startChannel(t *testing.T, bin string, env []string) *channelProc {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := emulator.FreeAddr(t)
 	cmd := exec.Command(bin, "--addr", addr)
 	cmd.Env = env
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting waypost-channel: %v", err)

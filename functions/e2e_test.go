@@ -25,6 +25,8 @@ import (
 
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/emutest"
+	"github.com/waypost/waypost/internal/emulator"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob/s3test"
 )
@@ -66,35 +68,13 @@ func buildFunctions(t *testing.T, names ...string) map[string]string {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // lambdaFn is one function running under aws-lambda-rie.
 type lambdaFn struct {
 	name      string
 	invokeURL string // invocation URL
 	mu        *sync.Mutex
-	logs      *lockedBuffer
+	logs      *syncbuf.Buffer
 }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // envFor is the process environment of a function: the AWS SDK's settings for the emulators, and each
 // variable config.VarsFor lists for the function that values has (nothing else, so a function reading a
@@ -120,11 +100,11 @@ func envFor(t *testing.T, function string, s3env s3test.Env, values map[string]s
 // startFunction runs bootstrap under its own aws-lambda-rie (distinct runtime API and emulator addresses).
 func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invokeMu *sync.Mutex) *lambdaFn {
 	t.Helper()
-	apiAddr, rieAddr := freeAddr(t), freeAddr(t)
+	apiAddr, rieAddr := emulator.FreeAddr(t), emulator.FreeAddr(t)
 	cmd := exec.Command(rie, "--runtime-api-address", apiAddr, "--runtime-interface-emulator-address", rieAddr, bootstrap)
 	cmd.Env = env
 	cmd.Dir = filepath.Dir(bootstrap)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting aws-lambda-rie for %s: %v", name, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/waypost/waypost/api/mcpapi"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/fsblob"
@@ -221,21 +222,4 @@ func (r *Receiver) RawEvents() [][]byte {
 
 // LogBuffer is an io.Writer, safe for concurrent use, that keeps everything written to it (for
 // Options.Log).
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// String returns everything written so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LogBuffer = syncbuf.Buffer

@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/syncbuf"
 )
 
 // m1Fixture is a space with a writer actor A (all scopes, own consumer, source of collection "notes") and
@@ -559,27 +559,10 @@ func TestCLIMemoryUsageErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs a command in the background until its context is cancelled.
-func (c *cliTest) start(args ...string) (stdout, stderr *syncBuffer, stop func() error) {
+func (c *cliTest) start(args ...string) (stdout, stderr *syncbuf.Buffer, stop func() error) {
 	root := newRoot()
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetIn(strings.NewReader(""))

@@ -1,7 +1,6 @@
 package domaintest_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/webhook/retry"
 )
 
@@ -23,35 +23,17 @@ var ruleSecrets = []string{
 	"whsec_s3EctRXflDOfFw5tw26BwG+Ljc1RJXkqlxRa0/byqxs=",
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // hooks is a fixture with webhooks served by a FakeWebhooks, logging at debug level into logs.
 type hooks struct {
 	f    *domaintest.Fixture
 	fake *domaintest.FakeWebhooks
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	ctx  context.Context
 	sp   domain.SpaceResult
 }
 
 func newHooks(t *testing.T, cfg func(*domain.Config)) *hooks {
-	h := &hooks{logs: &syncBuffer{}, ctx: context.Background()}
+	h := &hooks{logs: &syncbuf.Buffer{}, ctx: context.Background()}
 	h.f = domaintest.New(t, rulesBackend, func(c *domain.Config) {
 		h.fake = domaintest.NewFakeWebhooks(c.Clock.Now)
 		c.Webhooks = h.fake

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,8 @@ import (
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/emutest"
+	"github.com/waypost/waypost/internal/emulator"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob/s3test"
 )
@@ -366,9 +366,9 @@ func TestRun(t *testing.T) {
 	w := newWorld(t)
 	admin := w.lambda(t, app.Admin, "")
 	reader, _ := setup(t, admin)
-	addr := freeAddr(t)
+	addr := emulator.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exited := make(chan error, 1)
 	go func() { exited <- channelhost.Run(ctx, []string{"--addr", addr}, w.lookup, &logs, &logs) }()
 	base := "http://" + addr
@@ -457,25 +457,3 @@ func getWait(u, token string) (p page, status int, code string, err error) {
 	}
 	return p, resp.StatusCode, "", json.Unmarshal(env.Data, &p)
 }
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

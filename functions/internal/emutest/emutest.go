@@ -5,35 +5,24 @@ package emutest
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/waypost/waypost/internal/emulator"
 	"github.com/waypost/waypost/store/s3blob/s3test"
 )
 
 // EnvRequire makes a missing emulator a test failure instead of a skip.
-const EnvRequire = "WAYPOST_REQUIRE_EMULATORS"
+const EnvRequire = emulator.EnvRequire
 
 // EnvRIE names the aws-lambda-rie binary (scripts/emulators sets it).
 const EnvRIE = "WAYPOST_TEST_LAMBDA_RIE"
-
-// missing skips t, or fails it under WAYPOST_REQUIRE_EMULATORS.
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv(EnvRequire) != "" {
-		t.Fatalf("%s (and %s is set, so this is a failure)", why, EnvRequire)
-	}
-	t.Skip(why)
-}
 
 // S3 returns the S3 emulator (s3test.Lookup), or skips (fails) the test without one.
 func S3(t testing.TB) s3test.Env {
 	t.Helper()
 	e, why := s3test.Lookup()
 	if why != "" {
-		missing(t, "no S3 emulator: "+why+". Run the tests through scripts/test (which starts scripts/emulators), "+
-			"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")
+		emulator.Missing(t, s3test.Explain(why))
 	}
 	return e
 }
@@ -42,27 +31,12 @@ func S3(t testing.TB) s3test.Env {
 // test without one.
 func RIE(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvRIE); p != "" {
-		return p
+	p := emulator.FindBinary("aws-lambda-rie", EnvRIE)
+	if p == "" {
+		emulator.Missing(t, "aws-lambda-rie not found ("+EnvRIE+", PATH, $GOPATH/bin): run the tests through scripts/test, "+
+			"or go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
 	}
-	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(home, "go")
-		}
-	}
-	for _, dir := range filepath.SplitList(gopath) {
-		p := filepath.Join(dir, "bin", "aws-lambda-rie")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p
-		}
-	}
-	missing(t, "aws-lambda-rie not found ("+EnvRIE+", PATH, $GOPATH/bin): run the tests through scripts/test, "+
-		"or go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
-	return ""
+	return p
 }
 
 // AWSEnv returns the process environment of code talking to the emulators through the AWS SDK: region,

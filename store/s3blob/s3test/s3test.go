@@ -8,12 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/waypost/waypost/internal/emulator"
 )
 
 // Environment variables naming a running endpoint (scripts/emulators prints them).
@@ -41,146 +40,72 @@ type Env struct {
 	Region    string
 }
 
-var (
-	once    sync.Once
-	env     Env
-	skipWhy string
-	proc    *exec.Cmd
-	procDir string
-	buckets atomic.Int64
-)
+var buckets atomic.Int64
+
+// shared is this test binary's endpoint (see emulator.Shared for why it is package state); Main stops it.
+var shared = emulator.NewShared(lookup)
 
 // Lookup returns the endpoint, starting versitygw if needed, or the reason there is none.
-func Lookup() (Env, string) {
-	once.Do(func() { env, skipWhy = lookup() })
-	return env, skipWhy
-}
+func Lookup() (Env, string) { return shared.Get() }
 
-func lookup() (Env, string) {
+func lookup() (Env, *emulator.Process, string) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
 		e := Env{Endpoint: ep, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey), Region: os.Getenv(EnvRegion)}
 		if e.Region == "" {
 			e.Region = "us-east-1"
 		}
 		if e.AccessKey == "" || e.SecretKey == "" {
-			return Env{}, fmt.Sprintf("%s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
+			return Env{}, nil, fmt.Sprintf("%s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
 		}
-		return e, ""
+		return e, nil, ""
 	}
-	bin := findVersitygw()
+	bin := emulator.FindBinary("versitygw", EnvVersitygw)
 	if bin == "" {
-		return Env{}, fmt.Sprintf("%s is not set and no versitygw binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvVersitygw)
+		return Env{}, nil, fmt.Sprintf("%s is not set and no versitygw binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvVersitygw)
 	}
-	e, err := start(bin)
+	e := Env{AccessKey: "waypost-test", SecretKey: "waypost-test-secret-key", Region: "us-east-1"}
+	p, err := emulator.Start(emulator.Spec{
+		Name: "versitygw",
+		Bin:  bin,
+		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
+			root := filepath.Join(dir, "root")
+			if err := os.Mkdir(root, 0o700); err != nil {
+				return nil, err
+			}
+			return []string{"--port", addr.String(), "--quiet", "posix", root}, nil
+		},
+		Env: []string{"ROOT_ACCESS_KEY=" + e.AccessKey, "ROOT_SECRET_KEY=" + e.SecretKey},
+	})
 	if err != nil {
-		return Env{}, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
+		return Env{}, nil, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
 	}
-	return e, ""
+	e.Endpoint = "http://" + p.Addr
+	return e, p, ""
 }
 
-func findVersitygw() string {
-	if p := os.Getenv(EnvVersitygw); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(home, "go")
-		}
-	}
-	for _, dir := range filepath.SplitList(gopath) {
-		p := filepath.Join(dir, "bin", "versitygw")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p
-		}
-	}
-	return ""
-}
-
-// FreePort returns a loopback address with a port that was free a moment ago.
-func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func start(bin string) (Env, error) {
-	dir, err := os.MkdirTemp("", "waypost-versitygw-")
-	if err != nil {
-		return Env{}, err
-	}
-	root := filepath.Join(dir, "root")
-	if err := os.Mkdir(root, 0o700); err != nil {
-		return Env{}, err
-	}
-	addr, err := FreePort()
-	if err != nil {
-		return Env{}, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "versitygw.log"))
-	if err != nil {
-		return Env{}, err
-	}
-	e := Env{Endpoint: "http://" + addr, AccessKey: "waypost-test", SecretKey: "waypost-test-secret-key", Region: "us-east-1"}
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", root)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+e.AccessKey, "ROOT_SECRET_KEY="+e.SecretKey)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	setPdeathsig(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return Env{}, err
-	}
-	logf.Close()
-	proc, procDir = cmd, dir
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return e, nil
-		}
-		if time.Now().After(deadline) {
-			Stop()
-			log, _ := os.ReadFile(filepath.Join(dir, "versitygw.log"))
-			return Env{}, fmt.Errorf("not listening on %s after 15 s: %s", addr, strings.TrimSpace(string(log)))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// FreePort returns a loopback address with a port that was free a moment ago (emulator.FreePort).
+func FreePort() (string, error) { return emulator.FreePort() }
 
 // Stop stops a versitygw this package started and removes its root; it does nothing otherwise.
-func Stop() {
-	if proc != nil && proc.Process != nil {
-		_ = proc.Process.Kill()
-		_ = proc.Wait()
-		proc = nil
-	}
-	if procDir != "" {
-		_ = os.RemoveAll(procDir)
-		procDir = ""
-	}
-}
+func Stop() { shared.Stop() }
 
 // Main is a TestMain for packages that use the endpoint: it runs the tests and stops what it started.
-func Main(m *testing.M) {
-	code := m.Run()
-	Stop()
-	os.Exit(code)
+func Main(m *testing.M) { shared.Main(m) }
+
+// Explain turns a reason from Lookup into the message of a test that has no endpoint: what is missing and
+// how to get it.
+func Explain(why string) string {
+	return "no S3 emulator: " + why + ". Run the tests through scripts/test (which starts scripts/emulators), " +
+		"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 }
 
-// Require returns the endpoint, or skips the test with the reason there is none.
+// Require returns the endpoint, or skips the test with the reason there is none. It skips even under
+// WAYPOST_REQUIRE_EMULATORS (functions/internal/emutest.S3 fails there instead).
 func Require(t testing.TB) Env {
 	t.Helper()
 	e, why := Lookup()
 	if why != "" {
-		t.Skipf("no S3 emulator: %s. Run the tests through scripts/test (which starts scripts/emulators), "+
-			"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0", why)
+		t.Skip(Explain(why))
 	}
 	return e
 }

@@ -11,12 +11,9 @@ package sqstest
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/waypost/waypost/internal/emulator"
 	"github.com/waypost/waypost/store/sqsqueue"
 )
 
@@ -35,7 +33,7 @@ const (
 	// EnvGoaws overrides where the goaws binary is looked for.
 	EnvGoaws = "WAYPOST_TEST_GOAWS"
 	// EnvRequire makes a missing emulator a test failure instead of a skip.
-	EnvRequire = "WAYPOST_REQUIRE_EMULATORS"
+	EnvRequire = emulator.EnvRequire
 )
 
 // Region and credentials the emulator is addressed with (it checks no signature).
@@ -53,57 +51,37 @@ type Env struct {
 	Region   string
 }
 
-var (
-	once    sync.Once
-	env     Env
-	skipWhy string
-	mu      sync.Mutex
-	proc    *exec.Cmd
-	procDir string
-	queues  atomic.Int64
-)
+var queues atomic.Int64
+
+// shared is this test binary's endpoint (see emulator.Shared for why it is package state); Main stops it.
+var shared = emulator.NewShared(lookup)
 
 // Lookup returns the endpoint, starting goaws if needed, or the reason there is none.
-func Lookup() (Env, string) {
-	once.Do(func() { env, skipWhy = lookup() })
-	return env, skipWhy
-}
+func Lookup() (Env, string) { return shared.Get() }
 
-func lookup() (Env, string) {
+func lookup() (Env, *emulator.Process, string) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
-		return Env{Endpoint: ep, Region: Region}, ""
+		return Env{Endpoint: ep, Region: Region}, nil, ""
 	}
-	bin := findGoaws()
+	bin := emulator.FindBinary("goaws", EnvGoaws)
 	if bin == "" {
-		return Env{}, fmt.Sprintf("%s is not set and no goaws binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvGoaws)
+		return Env{}, nil, fmt.Sprintf("%s is not set and no goaws binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvGoaws)
 	}
-	e, err := start(bin)
+	p, err := emulator.Start(emulator.Spec{
+		Name: "goaws",
+		Bin:  bin,
+		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
+			cfg := filepath.Join(dir, "goaws.yaml")
+			if err := os.WriteFile(cfg, []byte(Config(int(addr.Port()))), 0o600); err != nil {
+				return nil, err
+			}
+			return []string{"-config", cfg, "-loglevel", "warn", "Local"}, nil
+		},
+	})
 	if err != nil {
-		return Env{}, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
+		return Env{}, nil, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
 	}
-	return e, ""
-}
-
-func findGoaws() string {
-	if p := os.Getenv(EnvGoaws); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("goaws"); err == nil {
-		return p
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(home, "go")
-		}
-	}
-	for _, dir := range filepath.SplitList(gopath) {
-		p := filepath.Join(dir, "bin", "goaws")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p
-		}
-	}
-	return ""
+	return Env{Endpoint: "http://" + p.Addr, Region: Region}, p, ""
 }
 
 // Config returns a goaws configuration (environment "Local") serving SQS on port with queue URLs on
@@ -124,75 +102,11 @@ func Config(port int) string {
 `, port, AccountID)
 }
 
-func start(bin string) (Env, error) {
-	dir, err := os.MkdirTemp("", "waypost-goaws-")
-	if err != nil {
-		return Env{}, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Env{}, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg := filepath.Join(dir, "goaws.yaml")
-	if err := os.WriteFile(cfg, []byte(Config(port)), 0o600); err != nil {
-		return Env{}, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "goaws.log"))
-	if err != nil {
-		return Env{}, err
-	}
-	cmd := exec.Command(bin, "-config", cfg, "-loglevel", "warn", "Local")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	setPdeathsig(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return Env{}, err
-	}
-	logf.Close()
-	mu.Lock()
-	proc, procDir = cmd, dir
-	mu.Unlock()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return Env{Endpoint: "http://" + addr, Region: Region}, nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "goaws.log"))
-			Stop()
-			return Env{}, fmt.Errorf("not listening on %s after 15 s: %s", addr, strings.TrimSpace(string(log)))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Stop stops a goaws this package started and removes its directory; it does nothing otherwise.
-func Stop() {
-	mu.Lock()
-	defer mu.Unlock()
-	if proc != nil && proc.Process != nil {
-		_ = proc.Process.Kill()
-		_ = proc.Wait()
-		proc = nil
-	}
-	if procDir != "" {
-		_ = os.RemoveAll(procDir)
-		procDir = ""
-	}
-}
+func Stop() { shared.Stop() }
 
 // Main is a TestMain for packages that use the endpoint: it runs the tests and stops what it started.
-func Main(m *testing.M) {
-	code := m.Run()
-	Stop()
-	os.Exit(code)
-}
+func Main(m *testing.M) { shared.Main(m) }
 
 // Require returns the endpoint, or skips the test with the reason there is none (fails it under
 // WAYPOST_REQUIRE_EMULATORS).
@@ -200,12 +114,8 @@ func Require(t testing.TB) Env {
 	t.Helper()
 	e, why := Lookup()
 	if why != "" {
-		why = "no SQS emulator: " + why + ". Run the tests through scripts/test (which starts scripts/emulators), " +
-			"or install goaws: go install github.com/Admiral-Piett/goaws/app/cmd@v0.5.4 and copy $(go env GOPATH)/bin/cmd to goaws"
-		if os.Getenv(EnvRequire) != "" {
-			t.Fatalf("%s (and %s is set, so this is a failure)", why, EnvRequire)
-		}
-		t.Skip(why)
+		emulator.Missing(t, "no SQS emulator: "+why+". Run the tests through scripts/test (which starts scripts/emulators), "+
+			"or install goaws: go install github.com/Admiral-Piett/goaws/app/cmd@v0.5.4 and copy $(go env GOPATH)/bin/cmd to goaws")
 	}
 	return e
 }

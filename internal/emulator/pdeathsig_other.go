@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sqstest
+package emulator
 
 import "os/exec"
 
