@@ -105,7 +105,7 @@ func Require(t testing.TB) Env {
 	t.Helper()
 	e, why := Lookup()
 	if why != "" {
-		t.Skip(Explain(why))
+		emulator.Missing(t, Explain(why))
 	}
 	return e
 }
