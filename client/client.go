@@ -110,35 +110,66 @@ type rawEnvelope struct {
 	Error     *domain.WireError `json:"error"`
 }
 
+// rawRequest describes one exchange: a JSON call (do) or a streamed one (stream).
+type rawRequest struct {
+	method, path string
+	query        url.Values
+	body         io.Reader // nil for none
+	size         int64     // Content-Length of body
+	contentType  string
+	accept       string
+}
+
 // do sends one request and decodes the envelope's data into out (when out is not nil).
 func (t *transport) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	if t.badURL != nil {
 		return t.badURL
 	}
-	var rd io.Reader
+	rr := rawRequest{method: method, path: path, query: query, accept: "application/json"}
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("client: encoding %s %s request: %w", method, path, err)
 		}
-		rd = bytes.NewReader(raw)
+		rr.body, rr.size, rr.contentType = bytes.NewReader(raw), int64(len(raw)), "application/json"
 	}
 	if t.opts.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.opts.timeout)
 		defer cancel()
 	}
-	target := t.base + path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	resp, err := t.send(ctx, rr)
 	if err != nil {
-		return fmt.Errorf("client: building %s %s request: %w", method, path, err)
+		return err
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	defer resp.Body.Close()
+	return t.decodeEnvelope(method, path, resp, out)
+}
+
+// send builds rr's request (target, Content-Length, Content-Type, Accept, User-Agent, credential) and sends
+// it. A failure to get a response is a *TransportError; when a stream's watchdog cancelled ctx, its cause is
+// part of the error. The response, whatever its status, is the caller's to close.
+func (t *transport) send(ctx context.Context, rr rawRequest) (*http.Response, error) {
+	target := t.base + rr.path
+	if len(rr.query) > 0 {
+		target += "?" + rr.query.Encode()
+	}
+	body := rr.body
+	if body != nil && rr.size == 0 {
+		body = http.NoBody // a zero ContentLength with a body would be sent chunked
+	}
+	req, err := http.NewRequestWithContext(ctx, rr.method, target, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: building %s %s request: %w", rr.method, rr.path, err)
+	}
+	if rr.body != nil {
+		req.ContentLength = rr.size
+	}
+	if rr.contentType != "" {
+		req.Header.Set("Content-Type", rr.contentType)
+	}
+	if rr.accept != "" {
+		req.Header.Set("Accept", rr.accept)
 	}
 	if t.opts.userAgent != "" {
 		req.Header.Set("User-Agent", t.opts.userAgent)
@@ -148,9 +179,18 @@ func (t *transport) do(ctx context.Context, method, path string, query url.Value
 	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return &TransportError{Method: method, Path: path, Err: stripURL(err)}
+		err = stripURL(err)
+		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errStalled) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		return nil, &TransportError{Method: rr.method, Path: rr.path, Err: err}
 	}
-	defer resp.Body.Close()
+	return resp, nil
+}
+
+// decodeEnvelope reads an RFC §5.2 envelope from resp and decodes its data into out (when not nil), with
+// the same rules as the JSON exchanges.
+func (t *transport) decodeEnvelope(method, path string, resp *http.Response, out any) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("reading response: %w", err)}

@@ -2,12 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,16 +105,6 @@ func (s *streamBody) Close() error {
 	return err
 }
 
-// rawRequest describes one streamed exchange.
-type rawRequest struct {
-	method, path string
-	query        url.Values
-	body         io.Reader // nil for none
-	size         int64     // Content-Length of body
-	contentType  string
-	accept       string
-}
-
 // stream performs a streamed exchange. A 2xx response is returned open, its body wrapped so that reads
 // keep the watchdog alive and Close releases it; anything else is decoded as an error envelope (*Error),
 // or reported as a *TransportError.
@@ -125,45 +113,13 @@ func (t *transport) stream(ctx context.Context, rr rawRequest) (*http.Response, 
 		return nil, t.badURL
 	}
 	ctx, wd := newWatchdog(ctx, t.opts.timeout)
-	target := t.base + rr.path
-	if len(rr.query) > 0 {
-		target += "?" + rr.query.Encode()
-	}
-	var body io.Reader
 	if rr.body != nil {
-		body = &progressReader{r: rr.body, w: wd}
-		if rr.size == 0 {
-			body = http.NoBody // a zero ContentLength with a body would be sent chunked
-		}
+		rr.body = &progressReader{r: rr.body, w: wd}
 	}
-	req, err := http.NewRequestWithContext(ctx, rr.method, target, body)
+	resp, err := t.send(ctx, rr)
 	if err != nil {
 		wd.stop()
-		return nil, fmt.Errorf("client: building %s %s request: %w", rr.method, rr.path, err)
-	}
-	if rr.body != nil {
-		req.ContentLength = rr.size
-	}
-	if rr.contentType != "" {
-		req.Header.Set("Content-Type", rr.contentType)
-	}
-	if rr.accept != "" {
-		req.Header.Set("Accept", rr.accept)
-	}
-	if t.opts.userAgent != "" {
-		req.Header.Set("User-Agent", t.opts.userAgent)
-	}
-	if t.cred != "" {
-		req.Header.Set("Authorization", "Bearer "+t.cred)
-	}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		err = stripURL(err)
-		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errStalled) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
-		wd.stop()
-		return nil, &TransportError{Method: rr.method, Path: rr.path, Err: err}
+		return nil, err
 	}
 	wd.touch()
 	if resp.StatusCode/100 != 2 {
@@ -182,44 +138,6 @@ func (t *transport) envelopeError(method, path string, resp *http.Response) erro
 		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: errors.New("success envelope with an error status")}
 	}
 	return err
-}
-
-// decodeEnvelope reads an RFC §5.2 envelope from resp and decodes its data into out (when not nil), with
-// the same rules as the JSON exchanges.
-func (t *transport) decodeEnvelope(method, path string, resp *http.Response, out any) error {
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("reading response: %w", err)}
-	}
-	if len(raw) > maxResponseBytes {
-		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("response larger than %d bytes", maxResponseBytes)}
-	}
-	var env rawEnvelope
-	if err := json.Unmarshal(raw, &env); err != nil || env.OK == nil {
-		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode,
-			Err: fmt.Errorf("response is not a Waypost result envelope (Content-Type %q)", resp.Header.Get("Content-Type"))}
-	}
-	if !*env.OK {
-		if env.Error == nil {
-			return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: errors.New("error envelope without an error object")}
-		}
-		e := &Error{Code: env.Error.Code, Message: env.Error.Message, Retryable: env.Error.Retryable, Details: env.Error.Details,
-			HTTPStatus: resp.StatusCode, RequestID: env.RequestID, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
-		if e.Details == nil {
-			e.Details = map[string]any{}
-		}
-		return e
-	}
-	if out == nil {
-		return nil
-	}
-	if len(env.Data) == 0 || string(env.Data) == "null" {
-		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: errors.New("success envelope without data")}
-	}
-	if err := json.Unmarshal(env.Data, out); err != nil {
-		return &TransportError{Method: method, Path: path, HTTPStatus: resp.StatusCode, Err: fmt.Errorf("decoding data: %w", err)}
-	}
-	return nil
 }
 
 // withTimeout returns a copy of the transport whose per-exchange timeout is at least d (unchanged when the
