@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -78,6 +79,16 @@ func need(name, value string) error {
 	return nil
 }
 
+// needAll is need for each flag name and value pair, in order.
+func needAll(nameValue ...string) error {
+	for i := 0; i+1 < len(nameValue); i += 2 {
+		if err := need(nameValue[i], nameValue[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // result prints v as JSON (--json), its primary ID (-q), or the given fields.
 func (c *conn) result(w io.Writer, v any, id string, kv ...string) error {
 	switch {
@@ -91,98 +102,146 @@ func (c *conn) result(w io.Writer, v any, id string, kv ...string) error {
 	}
 }
 
+// adminOp is what one admin subcommand adds to the shape they all share: resolve --space, check the
+// flags, read the admin secret, make one call, print its result.
+type adminOp[T any] struct {
+	space     bool                           // takes --space (default $WAYPOST_SPACE), resolved first
+	requestID bool                           // takes --request-id (a create)
+	flags     func(cmd *cobra.Command)       // registers the command's own flags
+	check     func(cmd *cobra.Command) error // usage checks, before the admin secret is read
+	// call is the control-plane call.
+	call func(ctx context.Context, ad *client.Admin, in adminIn) (T, error)
+	// show gives what result prints: the ID for -q, the fields otherwise (--json prints r itself).
+	show func(r T) (id string, kv []string)
+	// print replaces show for output that is not one object.
+	print func(cmd *cobra.Command, r T) error
+}
+
+// adminIn is what the shared part resolved for the call.
+type adminIn struct {
+	cmd       *cobra.Command // the running command (for its flags)
+	space     string         // with adminOp.space
+	requestID string         // with adminOp.requestID: the flag, or a new random ID
+	args      []string       // the positional arguments
+}
+
+// adminSub gives cmd (Use, Short, Long, Example and Args set) the flags and RunE of op.
+func adminSub[T any](c *conn, cmd *cobra.Command, op adminOp[T]) *cobra.Command {
+	var space func() (string, error)
+	if op.space {
+		space = spaceFlag(cmd)
+	}
+	var rid *string
+	if op.requestID {
+		rid = requestIDFlag(cmd)
+	}
+	if op.flags != nil {
+		op.flags(cmd)
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		in := adminIn{cmd: cmd, args: args}
+		if space != nil {
+			s, err := space()
+			if err != nil {
+				return err
+			}
+			in.space = s
+		}
+		if op.check != nil {
+			if err := op.check(cmd); err != nil {
+				return err
+			}
+		}
+		if rid != nil {
+			in.requestID = orNewID(*rid)
+		}
+		ad, err := c.admin(cmd)
+		if err != nil {
+			return err
+		}
+		r, err := op.call(cmd.Context(), ad, in)
+		if err != nil {
+			return err
+		}
+		if op.print != nil {
+			return op.print(cmd, r)
+		}
+		id, kv := op.show(r)
+		return c.result(cmd.OutOrStdout(), r, id, kv...)
+	}
+	return cmd
+}
+
+func spaceFields(sp domain.SpaceResult) []string {
+	return []string{"space_id", sp.SpaceID, "display_name", sp.DisplayName, "default_recipient_id", sp.DefaultRecipientID,
+		"source_uri", sp.SourceURI}
+}
+
 func adminSpaceCmd(c *conn) *cobra.Command {
-	var name, rid string
-	create := &cobra.Command{
+	var name string
+	create := adminSub(c, &cobra.Command{
 		Use:   "create",
 		Short: "Create a space with its default recipient actor",
 		Example: `  waypost admin space create --name home
   export WAYPOST_SPACE=$(waypost admin space create --name home -q)`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ad, err := c.admin(cmd)
-			if err != nil {
-				return err
-			}
-			sp, err := ad.CreateSpace(cmd.Context(), domain.CreateSpaceRequest{RequestID: orNewID(rid), DisplayName: name})
-			if err != nil {
-				return err
-			}
-			return c.result(cmd.OutOrStdout(), sp, sp.SpaceID, "space_id", sp.SpaceID, "display_name", sp.DisplayName,
-				"default_recipient_id", sp.DefaultRecipientID, "source_uri", sp.SourceURI)
+	}, adminOp[domain.SpaceResult]{
+		requestID: true,
+		flags:     func(cmd *cobra.Command) { cmd.Flags().StringVar(&name, "name", "", "display name") },
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.SpaceResult, error) {
+			return ad.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: in.requestID, DisplayName: name})
 		},
-	}
-	create.Flags().StringVar(&name, "name", "", "display name")
-	create.Flags().StringVar(&rid, "request-id", "", "idempotency key of the create (default: a new random one)")
-	get := &cobra.Command{
+		show: func(sp domain.SpaceResult) (string, []string) { return sp.SpaceID, spaceFields(sp) },
+	})
+	get := adminSub(c, &cobra.Command{
 		Use:     "get SPACE_ID",
 		Short:   "Show a space",
 		Example: `  waypost admin space get sp_0123456789abcdefghjk`,
 		Args:    exactArgs(1, "SPACE_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ad, err := c.admin(cmd)
-			if err != nil {
-				return err
-			}
-			sp, err := ad.GetSpace(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.result(cmd.OutOrStdout(), sp, sp.SpaceID, "space_id", sp.SpaceID, "display_name", sp.DisplayName,
-				"default_recipient_id", sp.DefaultRecipientID, "source_uri", sp.SourceURI, "created_at", sp.CreatedAt.Format(time.RFC3339))
+	}, adminOp[domain.SpaceResult]{
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.SpaceResult, error) {
+			return ad.GetSpace(ctx, in.args[0])
 		},
-	}
+		show: func(sp domain.SpaceResult) (string, []string) {
+			return sp.SpaceID, append(spaceFields(sp), "created_at", sp.CreatedAt.Format(time.RFC3339))
+		},
+	})
 	return group("space", "Create or show spaces", create, get)
 }
 
 func adminActorCmd(c *conn) *cobra.Command {
 	var name string
-	create := &cobra.Command{
+	create := adminSub(c, &cobra.Command{
 		Use:     "create",
 		Short:   "Add an actor (a user, agent or client identity) to a space",
 		Example: `  A=$(waypost admin actor create --space $WAYPOST_SPACE --name "agent A" -q)`,
 		Args:    noArgs,
-	}
-	createSpace := spaceFlag(create)
-	createRID := requestIDFlag(create)
-	create.Flags().StringVar(&name, "name", "", "display name (not an identity credential)")
-	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := createSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		a, err := ad.CreateActor(cmd.Context(), space, domain.CreateActorRequest{RequestID: orNewID(*createRID), DisplayName: name})
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), a, a.ActorID, "actor_id", a.ActorID, "display_name", a.DisplayName)
-	}
-	revoke := &cobra.Command{
+	}, adminOp[domain.ActorResult]{
+		space: true, requestID: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&name, "name", "", "display name (not an identity credential)")
+		},
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.ActorResult, error) {
+			return ad.CreateActor(ctx, in.space, domain.CreateActorRequest{RequestID: in.requestID, DisplayName: name})
+		},
+		show: func(a domain.ActorResult) (string, []string) {
+			return a.ActorID, []string{"actor_id", a.ActorID, "display_name", a.DisplayName}
+		},
+	})
+	revoke := adminSub(c, &cobra.Command{
 		Use:     "revoke ACTOR_ID",
 		Short:   "Revoke an actor: every credential of it stops working at once",
 		Example: `  waypost admin actor revoke act_0123456789abcdefghjk --space $WAYPOST_SPACE`,
 		Args:    exactArgs(1, "ACTOR_ID"),
-	}
-	revokeSpace := spaceFlag(revoke)
-	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := revokeSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		a, err := ad.RevokeActor(cmd.Context(), space, args[0])
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), a, a.ActorID, "actor_id", a.ActorID, "revoked", strconv.FormatBool(a.Revoked))
-	}
+	}, adminOp[domain.ActorResult]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.ActorResult, error) {
+			return ad.RevokeActor(ctx, in.space, in.args[0])
+		},
+		show: func(a domain.ActorResult) (string, []string) {
+			return a.ActorID, []string{"actor_id", a.ActorID, "revoked", strconv.FormatBool(a.Revoked)}
+		},
+	})
 	return group("actor", "Create or revoke actors", create, revoke)
 }
 
@@ -208,53 +267,43 @@ func (f *filterFlags) filter(cmd *cobra.Command) *domain.Filter {
 	return &domain.Filter{ProducerIDs: f.producers, ThreadIDs: f.threads, ItemTypes: f.itemTypes, CollectionIDs: f.collections}
 }
 
-func consumerFields(r domain.ConsumerResult) []string {
+func consumerShow(r domain.ConsumerResult) (string, []string) {
 	kv := []string{"consumer_id", r.ConsumerID, "actor_id", r.ActorID, "view", string(r.View), "view_revision", strconv.FormatInt(r.ViewRevision, 10)}
 	f := r.Filter
 	if len(f.ProducerIDs)+len(f.ThreadIDs)+len(f.ItemTypes)+len(f.CollectionIDs) > 0 {
 		kv = append(kv, "filter.producer_ids", strings.Join(f.ProducerIDs, ", "), "filter.thread_ids", strings.Join(f.ThreadIDs, ", "),
 			"filter.item_types", strings.Join(f.ItemTypes, ", "), "filter.collection_ids", strings.Join(f.CollectionIDs, ", "))
 	}
-	return kv
+	return r.ConsumerID, kv
 }
 
 func adminConsumerCmd(c *conn) *cobra.Command {
 	var actor, view string
 	var cf filterFlags
-	create := &cobra.Command{
+	create := adminSub(c, &cobra.Command{
 		Use:   "create",
 		Short: "Create a consumer: a stable receiving identity of an actor, with its own cursor and receipts",
 		Example: `  CB=$(waypost admin consumer create --actor $B -q)
   waypost admin consumer create --actor $B --producer $A --item-type message`,
 		Args: noArgs,
-	}
-	createSpace := spaceFlag(create)
-	createRID := requestIDFlag(create)
-	create.Flags().StringVar(&actor, "actor", "", "the actor that owns the consumer (required)")
-	create.Flags().StringVar(&view, "view", string(domain.ViewInbox), "view: inbox or space_log")
-	cf.register(create)
-	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := createSpace()
-		if err != nil {
-			return err
-		}
-		if err := need("actor", actor); err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		r, err := ad.CreateConsumer(cmd.Context(), space, domain.CreateConsumerRequest{RequestID: orNewID(*createRID), ActorID: actor,
-			View: domain.View(view), Filter: cf.filter(cmd)})
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), r, r.ConsumerID, consumerFields(r)...)
-	}
+	}, adminOp[domain.ConsumerResult]{
+		space: true, requestID: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&actor, "actor", "", "the actor that owns the consumer (required)")
+			cmd.Flags().StringVar(&view, "view", string(domain.ViewInbox), "view: inbox or space_log")
+			cf.register(cmd)
+		},
+		check: func(*cobra.Command) error { return need("actor", actor) },
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.ConsumerResult, error) {
+			return ad.CreateConsumer(ctx, in.space, domain.CreateConsumerRequest{RequestID: in.requestID, ActorID: actor,
+				View: domain.View(view), Filter: cf.filter(in.cmd)})
+		},
+		show: consumerShow,
+	})
+	var req domain.UpdateConsumerRequest
 	var uview string
 	var uf filterFlags
-	update := &cobra.Command{
+	update := adminSub(c, &cobra.Command{
 		Use:   "update CONSUMER_ID",
 		Short: "Change a consumer's view or filter (bumps view_revision: old cursors must resynchronize)",
 		Long: `Change a consumer's view or filter. Any filter flag replaces the whole filter (flags not given become
@@ -263,139 +312,99 @@ CURSOR_SCOPE_CHANGED and the client resynchronizes ('waypost inbox' does that by
 		Example: `  waypost admin consumer update con_0123456789abcdefghjk --producer $A
   waypost admin consumer update con_0123456789abcdefghjk --view space_log`,
 		Args: exactArgs(1, "CONSUMER_ID"),
-	}
-	updateSpace := spaceFlag(update)
-	update.Flags().StringVar(&uview, "view", "", "new view: inbox or space_log")
-	uf.register(update)
-	update.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := updateSpace()
-		if err != nil {
-			return err
-		}
-		req := domain.UpdateConsumerRequest{View: domain.View(uview), Filter: uf.filter(cmd)}
-		if req.View == "" && req.Filter == nil {
-			return usagef("nothing to change: pass --view or a filter flag")
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		r, err := ad.UpdateConsumer(cmd.Context(), space, args[0], req)
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), r, r.ConsumerID, consumerFields(r)...)
-	}
+	}, adminOp[domain.ConsumerResult]{
+		space: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&uview, "view", "", "new view: inbox or space_log")
+			uf.register(cmd)
+		},
+		check: func(cmd *cobra.Command) error {
+			req = domain.UpdateConsumerRequest{View: domain.View(uview), Filter: uf.filter(cmd)}
+			if req.View == "" && req.Filter == nil {
+				return usagef("nothing to change: pass --view or a filter flag")
+			}
+			return nil
+		},
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.ConsumerResult, error) {
+			return ad.UpdateConsumer(ctx, in.space, in.args[0], req)
+		},
+		show: consumerShow,
+	})
 	return group("consumer", "Create or change consumers", create, update)
 }
 
 func adminCollectionCmd(c *conn) *cobra.Command {
 	var source, id, scope string
-	create := &cobra.Command{
+	create := adminSub(c, &cobra.Command{
 		Use:     "create",
 		Short:   "Create an empty memory collection (revision 0) with an immutable scope text",
 		Example: `  waypost admin collection create --source-actor $A --scope "project notes of agent A" --id notes`,
 		Args:    noArgs,
-	}
-	createSpace := spaceFlag(create)
-	createRID := requestIDFlag(create)
-	create.Flags().StringVar(&source, "source-actor", "", "the actor whose memory the collection holds (required)")
-	create.Flags().StringVar(&id, "id", "", "collection ID (default: generated)")
-	create.Flags().StringVar(&scope, "scope", "", "what the collection covers, fixed forever (required)")
-	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := createSpace()
-		if err != nil {
-			return err
-		}
-		if err := need("source-actor", source); err != nil {
-			return err
-		}
-		if err := need("scope", scope); err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		r, err := ad.CreateCollection(cmd.Context(), space, domain.CreateCollectionRequest{RequestID: orNewID(*createRID),
-			SourceActorID: source, CollectionID: id, Scope: scope})
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), r, r.CollectionID, "collection_id", r.CollectionID, "source_actor_id", r.SourceActorID,
-			"scope", r.Scope, "current_revision", strconv.FormatInt(r.CurrentRevision, 10))
-	}
+	}, adminOp[domain.CollectionResult]{
+		space: true, requestID: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&source, "source-actor", "", "the actor whose memory the collection holds (required)")
+			cmd.Flags().StringVar(&id, "id", "", "collection ID (default: generated)")
+			cmd.Flags().StringVar(&scope, "scope", "", "what the collection covers, fixed forever (required)")
+		},
+		check: func(*cobra.Command) error { return needAll("source-actor", source, "scope", scope) },
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.CollectionResult, error) {
+			return ad.CreateCollection(ctx, in.space, domain.CreateCollectionRequest{RequestID: in.requestID,
+				SourceActorID: source, CollectionID: id, Scope: scope})
+		},
+		show: func(r domain.CollectionResult) (string, []string) {
+			return r.CollectionID, []string{"collection_id", r.CollectionID, "source_actor_id", r.SourceActorID,
+				"scope", r.Scope, "current_revision", strconv.FormatInt(r.CurrentRevision, 10)}
+		},
+	})
 	return group("collection", "Create memory collections", create)
 }
 
-func grantFields(g domain.GrantResult) []string {
-	return []string{"grant_id", g.GrantID, "actor_id", g.ActorID, "permission", string(g.Permission), "collection_id", g.CollectionID,
-		"blob_id", g.BlobID, "revoked", strconv.FormatBool(g.Revoked)}
+func grantShow(g domain.GrantResult) (string, []string) {
+	return g.GrantID, []string{"grant_id", g.GrantID, "actor_id", g.ActorID, "permission", string(g.Permission),
+		"collection_id", g.CollectionID, "blob_id", g.BlobID, "revoked", strconv.FormatBool(g.Revoked)}
 }
 
 func adminGrantCmd(c *conn) *cobra.Command {
 	var actor, perm, coll, blob string
-	create := &cobra.Command{
+	create := adminSub(c, &cobra.Command{
 		Use:   "create",
 		Short: "Give an actor a permission: memory.read, memory.write (on a collection), blob.reference, space.observe",
 		Example: `  waypost admin grant create --actor $B --permission memory.read --collection notes
   waypost admin grant create --actor $B --permission space.observe`,
 		Args: noArgs,
-	}
-	createSpace := spaceFlag(create)
-	createRID := requestIDFlag(create)
-	create.Flags().StringVar(&actor, "actor", "", "the actor that receives the permission (required)")
-	create.Flags().StringVar(&perm, "permission", "", "memory.read, memory.write, blob.reference or space.observe (required)")
-	create.Flags().StringVar(&coll, "collection", "", "collection ID (memory.read and memory.write)")
-	create.Flags().StringVar(&blob, "blob", "", "blob ID (blob.reference)")
-	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := createSpace()
-		if err != nil {
-			return err
-		}
-		if err := need("actor", actor); err != nil {
-			return err
-		}
-		if err := need("permission", perm); err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		g, err := ad.CreateGrant(cmd.Context(), space, domain.CreateGrantRequest{RequestID: orNewID(*createRID), ActorID: actor,
-			Permission: domain.Permission(perm), CollectionID: coll, BlobID: blob})
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), g, g.GrantID, grantFields(g)...)
-	}
-	revoke := &cobra.Command{
+	}, adminOp[domain.GrantResult]{
+		space: true, requestID: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&actor, "actor", "", "the actor that receives the permission (required)")
+			cmd.Flags().StringVar(&perm, "permission", "", "memory.read, memory.write, blob.reference or space.observe (required)")
+			cmd.Flags().StringVar(&coll, "collection", "", "collection ID (memory.read and memory.write)")
+			cmd.Flags().StringVar(&blob, "blob", "", "blob ID (blob.reference)")
+		},
+		check: func(*cobra.Command) error { return needAll("actor", actor, "permission", perm) },
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.GrantResult, error) {
+			return ad.CreateGrant(ctx, in.space, domain.CreateGrantRequest{RequestID: in.requestID, ActorID: actor,
+				Permission: domain.Permission(perm), CollectionID: coll, BlobID: blob})
+		},
+		show: grantShow,
+	})
+	revoke := adminSub(c, &cobra.Command{
 		Use:     "revoke GRANT_ID",
 		Short:   "Revoke a grant",
 		Example: `  waypost admin grant revoke grt_0123456789abcdefghjk`,
 		Args:    exactArgs(1, "GRANT_ID"),
-	}
-	revokeSpace := spaceFlag(revoke)
-	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := revokeSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		g, err := ad.RevokeGrant(cmd.Context(), space, args[0])
-		if err != nil {
-			return err
-		}
-		return c.result(cmd.OutOrStdout(), g, g.GrantID, grantFields(g)...)
-	}
+	}, adminOp[domain.GrantResult]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.GrantResult, error) {
+			return ad.RevokeGrant(ctx, in.space, in.args[0])
+		},
+		show: grantShow,
+	})
 	return group("grant", "Create or revoke grants", create, revoke)
 }
 
-func tokenFields(t domain.TokenResult) []string {
+// tokenShow is a token's fields; -q prints the secret when there is one.
+func tokenShow(t domain.TokenResult) (string, []string) {
 	exp := "(never)"
 	if t.ExpiresAt != nil {
 		exp = t.ExpiresAt.Format(time.RFC3339)
@@ -405,26 +414,20 @@ func tokenFields(t domain.TokenResult) []string {
 	if t.Revoked {
 		kv = append(kv, "revoked", "true")
 	}
-	if t.Token != "" {
-		kv = append(kv, "token", t.Token, "note", "the token is shown only now: store it (e.g. export WAYPOST_TOKEN=...)")
-	}
-	return kv
-}
-
-// tokenResult prints a token; -q prints the secret when there is one.
-func (c *conn) tokenResult(w io.Writer, t domain.TokenResult) error {
 	id := t.TokenID
 	if t.Token != "" {
+		kv = append(kv, "token", t.Token, "note", "the token is shown only now: store it (e.g. export WAYPOST_TOKEN=...)")
 		id = t.Token
 	}
-	return c.result(w, t, id, tokenFields(t)...)
+	return id, kv
 }
 
 func adminTokenCmd(c *conn) *cobra.Command {
 	var actor, consumer, expiresAt string
 	var scopes []string
 	var expiresIn time.Duration
-	create := &cobra.Command{
+	var expires *time.Time
+	create := adminSub(c, &cobra.Command{
 		Use:   "create",
 		Short: "Issue a data-plane bearer token for an actor (the secret is shown once)",
 		Long: `Issue a bearer token for an actor, optionally bound to one of its consumers, with a set of scopes:
@@ -434,97 +437,72 @@ The token itself is printed only by this command (and by rotate); with -q only t
       --scope message.send,message.read,receipt.write -q)
   waypost admin token create --actor $B --scope message.read --expires-in 24h`,
 		Args: noArgs,
-	}
-	createSpace := spaceFlag(create)
-	createRID := requestIDFlag(create)
-	create.Flags().StringVar(&actor, "actor", "", "the actor the token acts as (required)")
-	create.Flags().StringVar(&consumer, "consumer", "", "bind the token to this consumer of the actor")
-	create.Flags().StringSliceVar(&scopes, "scope", nil, "scopes, comma-separated or repeated (required)")
-	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "expire after this duration (e.g. 720h)")
-	create.Flags().StringVar(&expiresAt, "expires-at", "", "expire at this RFC 3339 time")
-	create.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := createSpace()
-		if err != nil {
-			return err
-		}
-		if err := need("actor", actor); err != nil {
-			return err
-		}
-		if len(scopes) == 0 {
-			return usagef("--scope is required: one or more of %s", ids(domain.AllScopes()))
-		}
-		req := domain.CreateTokenRequest{RequestID: orNewID(*createRID), ActorID: actor, ConsumerID: consumer}
-		for _, s := range scopes {
-			req.Scopes = append(req.Scopes, domain.Scope(strings.TrimSpace(s)))
-		}
-		switch {
-		case expiresIn != 0 && expiresAt != "":
-			return usagef("give --expires-in or --expires-at, not both")
-		case expiresIn < 0:
-			return usagef("--expires-in must be positive")
-		case expiresIn > 0:
-			t := time.Now().Add(expiresIn).UTC().Truncate(time.Second)
-			req.ExpiresAt = &t
-		case expiresAt != "":
-			t, err := time.Parse(time.RFC3339, expiresAt)
-			if err != nil {
-				return usagef("--expires-at: %v", err)
+	}, adminOp[domain.TokenResult]{
+		space: true, requestID: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&actor, "actor", "", "the actor the token acts as (required)")
+			cmd.Flags().StringVar(&consumer, "consumer", "", "bind the token to this consumer of the actor")
+			cmd.Flags().StringSliceVar(&scopes, "scope", nil, "scopes, comma-separated or repeated (required)")
+			cmd.Flags().DurationVar(&expiresIn, "expires-in", 0, "expire after this duration (e.g. 720h)")
+			cmd.Flags().StringVar(&expiresAt, "expires-at", "", "expire at this RFC 3339 time")
+		},
+		check: func(*cobra.Command) error {
+			expires = nil
+			if err := need("actor", actor); err != nil {
+				return err
 			}
-			req.ExpiresAt = &t
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		t, err := ad.CreateToken(cmd.Context(), space, req)
-		if err != nil {
-			return err
-		}
-		return c.tokenResult(cmd.OutOrStdout(), t)
-	}
-	revoke := &cobra.Command{
+			if len(scopes) == 0 {
+				return usagef("--scope is required: one or more of %s", ids(domain.AllScopes()))
+			}
+			switch {
+			case expiresIn != 0 && expiresAt != "":
+				return usagef("give --expires-in or --expires-at, not both")
+			case expiresIn < 0:
+				return usagef("--expires-in must be positive")
+			case expiresIn > 0:
+				t := time.Now().Add(expiresIn).UTC().Truncate(time.Second)
+				expires = &t
+			case expiresAt != "":
+				t, err := time.Parse(time.RFC3339, expiresAt)
+				if err != nil {
+					return usagef("--expires-at: %v", err)
+				}
+				expires = &t
+			}
+			return nil
+		},
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenResult, error) {
+			req := domain.CreateTokenRequest{RequestID: in.requestID, ActorID: actor, ConsumerID: consumer, ExpiresAt: expires}
+			for _, s := range scopes {
+				req.Scopes = append(req.Scopes, domain.Scope(strings.TrimSpace(s)))
+			}
+			return ad.CreateToken(ctx, in.space, req)
+		},
+		show: tokenShow,
+	})
+	revoke := adminSub(c, &cobra.Command{
 		Use:     "revoke TOKEN_ID",
 		Short:   "Revoke a token",
 		Example: `  waypost admin token revoke tok_0123456789abcdefghjk`,
 		Args:    exactArgs(1, "TOKEN_ID"),
-	}
-	revokeSpace := spaceFlag(revoke)
-	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := revokeSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		t, err := ad.RevokeToken(cmd.Context(), space, args[0])
-		if err != nil {
-			return err
-		}
-		return c.tokenResult(cmd.OutOrStdout(), t)
-	}
-	rotate := &cobra.Command{
+	}, adminOp[domain.TokenResult]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenResult, error) {
+			return ad.RevokeToken(ctx, in.space, in.args[0])
+		},
+		show: tokenShow,
+	})
+	rotate := adminSub(c, &cobra.Command{
 		Use:     "rotate TOKEN_ID",
 		Short:   "Replace a token's secret (same ID, actor, consumer and scopes; the old secret stops working)",
 		Example: `  export WAYPOST_TOKEN=$(waypost admin token rotate tok_0123456789abcdefghjk -q)`,
 		Args:    exactArgs(1, "TOKEN_ID"),
-	}
-	rotateSpace := spaceFlag(rotate)
-	rotate.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := rotateSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		t, err := ad.RotateToken(cmd.Context(), space, args[0])
-		if err != nil {
-			return err
-		}
-		return c.tokenResult(cmd.OutOrStdout(), t)
-	}
+	}, adminOp[domain.TokenResult]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenResult, error) {
+			return ad.RotateToken(ctx, in.space, in.args[0])
+		},
+		show: tokenShow,
+	})
 	return group("token", "Create, revoke or rotate tokens", create, revoke, rotate)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -267,7 +268,7 @@ arrive. Stopping a stopped subscription succeeds again.`,
 // adminDeliveriesCmd is `waypost admin deliveries`: the webhook failure records of a space.
 func adminDeliveriesCmd(c *conn) *cobra.Command {
 	var state string
-	list := &cobra.Command{
+	list := adminSub(c, &cobra.Command{
 		Use:   "list",
 		Short: "List a space's webhook delivery records (failed by default)",
 		Long: `List the webhook delivery records of a space in one state: failed (attempts exhausted or the receiver
@@ -276,58 +277,54 @@ its rights before an attempt). Delivered notifications leave no record.`,
 		Example: `  waypost admin deliveries list --space $WAYPOST_SPACE
   waypost admin deliveries list --state pending --json`,
 		Args: noArgs,
-	}
-	listSpace := spaceFlag(list)
-	list.Flags().StringVar(&state, "state", domain.DeliveryFailed, "failed, pending or cancelled")
-	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		space, err := listSpace()
-		if err != nil {
-			return err
-		}
-		switch state {
-		case domain.DeliveryFailed, domain.DeliveryPending, domain.DeliveryCancelled:
-		default:
+	}, adminOp[domain.DeliveryList]{
+		space: true,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&state, "state", domain.DeliveryFailed, "failed, pending or cancelled")
+		},
+		check: func(*cobra.Command) error {
+			switch state {
+			case domain.DeliveryFailed, domain.DeliveryPending, domain.DeliveryCancelled:
+				return nil
+			}
 			return usagef("--state must be failed, pending or cancelled")
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		res, err := ad.ListDeliveries(cmd.Context(), space, state)
-		if err != nil {
-			return err
-		}
-		w := cmd.OutOrStdout()
-		switch {
-		case c.json:
-			return printJSON(w, res)
-		case c.quiet:
-			for _, d := range res.Deliveries {
-				if _, err := fmt.Fprintln(w, d.DeliveryID); err != nil {
-					return err
+		},
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.DeliveryList, error) {
+			return ad.ListDeliveries(ctx, in.space, state)
+		},
+		print: func(cmd *cobra.Command, res domain.DeliveryList) error {
+			w := cmd.OutOrStdout()
+			switch {
+			case c.json:
+				return printJSON(w, res)
+			case c.quiet:
+				for _, d := range res.Deliveries {
+					if _, err := fmt.Fprintln(w, d.DeliveryID); err != nil {
+						return err
+					}
 				}
+				return nil
+			case len(res.Deliveries) == 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "no %s deliveries\n", state)
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "DELIVERY\tSTATE\tATTEMPTS\tEVENT_TYPE\tEVENT_ID\tSUBSCRIPTION\tUPDATED_AT\tREASON")
+			for _, d := range res.Deliveries {
+				reason := d.FailureReason
+				if reason == "" {
+					reason = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.DeliveryID, d.State, d.Attempts, d.EventType, d.EventID, d.SubscriptionID,
+					d.UpdatedAt.Format(time.RFC3339), reason)
+			}
+			if err := tw.Flush(); err != nil {
+				return fmt.Errorf("writing output: %w", err)
 			}
 			return nil
-		case len(res.Deliveries) == 0:
-			fmt.Fprintf(cmd.ErrOrStderr(), "no %s deliveries\n", state)
-			return nil
-		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "DELIVERY\tSTATE\tATTEMPTS\tEVENT_TYPE\tEVENT_ID\tSUBSCRIPTION\tUPDATED_AT\tREASON")
-		for _, d := range res.Deliveries {
-			reason := d.FailureReason
-			if reason == "" {
-				reason = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.DeliveryID, d.State, d.Attempts, d.EventType, d.EventID, d.SubscriptionID,
-				d.UpdatedAt.Format(time.RFC3339), reason)
-		}
-		if err := tw.Flush(); err != nil {
-			return fmt.Errorf("writing output: %w", err)
-		}
-		return nil
-	}
-	redeliver := &cobra.Command{
+		},
+	})
+	redeliver := adminSub(c, &cobra.Command{
 		Use:   "redeliver DELIVERY_ID",
 		Short: "Make a failed or cancelled delivery pending again, with a fresh schedule of attempts",
 		Long: `Make a failed or cancelled webhook delivery pending again: the same event (same id) is attempted again on
@@ -336,27 +333,19 @@ delivery of a stopped or expired subscription ends cancelled. A pending delivery
 		Example: `  waypost admin deliveries redeliver dl_0123456789abcdefghjkmnpqrs --space $WAYPOST_SPACE
   waypost admin deliveries list -q | xargs -n1 waypost admin deliveries redeliver -q`,
 		Args: exactArgs(1, "DELIVERY_ID"),
-	}
-	redeliverSpace := spaceFlag(redeliver)
-	redeliver.RunE = func(cmd *cobra.Command, args []string) error {
-		space, err := redeliverSpace()
-		if err != nil {
-			return err
-		}
-		ad, err := c.admin(cmd)
-		if err != nil {
-			return err
-		}
-		d, err := ad.Redeliver(cmd.Context(), space, args[0])
-		if err != nil {
-			return err
-		}
-		next := "(none)"
-		if d.NextAttemptAt != nil {
-			next = d.NextAttemptAt.Format(time.RFC3339)
-		}
-		return c.result(cmd.OutOrStdout(), d, d.DeliveryID, "delivery_id", d.DeliveryID, "state", d.State, "event_id", d.EventID,
-			"subscription_id", d.SubscriptionID, "next_attempt_at", next)
-	}
+	}, adminOp[domain.Delivery]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.Delivery, error) {
+			return ad.Redeliver(ctx, in.space, in.args[0])
+		},
+		show: func(d domain.Delivery) (string, []string) {
+			next := "(none)"
+			if d.NextAttemptAt != nil {
+				next = d.NextAttemptAt.Format(time.RFC3339)
+			}
+			return d.DeliveryID, []string{"delivery_id", d.DeliveryID, "state", d.State, "event_id", d.EventID,
+				"subscription_id", d.SubscriptionID, "next_attempt_at", next}
+		},
+	})
 	return group("deliveries", "List or redeliver webhook deliveries", list, redeliver)
 }
