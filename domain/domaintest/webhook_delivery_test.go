@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,65 +191,6 @@ func TestSubscriptionScope(t *testing.T) {
 	}
 	if n := len(h.fake.Deliveries(manageOnly)); n != 0 {
 		t.Fatalf("a credential that cannot read the consumer's feed (no message.read) got %d events", n)
-	}
-}
-
-// queryHookStore runs a hook just before its next range read.
-type queryHookStore struct {
-	port.ItemStore
-	mu     sync.Mutex
-	before func()
-}
-
-func (s *queryHookStore) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
-	s.mu.Lock()
-	f := s.before
-	s.before = nil
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	return s.ItemStore.Query(ctx, q)
-}
-
-// TestStaleWakeUpKeepsARedelivery: a stale wake-up of a failed delivery races with Redeliver, which
-// commits just after the wake-up read the failed record. The wake-up may clean up only due entries of a
-// record still as it read it: the redelivered delivery keeps its due entry and the next pass attempts it.
-func TestStaleWakeUpKeepsARedelivery(t *testing.T) {
-	hook := &queryHookStore{}
-	h := newHooks(t, func(c *domain.Config) {
-		hook.ItemStore = c.Store
-		c.Store = hook
-	})
-	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
-	url := "https://hooks.example.com/stale"
-	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
-	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusGone})
-	h.f.Send(a.P, "raced", b.ActorID)
-	h.work(t)
-	failed, err := h.f.Svc.ListDeliveries(h.ctx, h.sp.SpaceID, domain.DeliveryFailed)
-	if err != nil || len(failed.Deliveries) != 1 {
-		t.Fatalf("failed: %+v, %v", failed, err)
-	}
-	ref := port.DeliveryRef{SpaceID: h.sp.SpaceID, DeliveryID: failed.Deliveries[0].DeliveryID}
-	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusOK})
-	var redelivered domain.Delivery
-	var rerr error
-	hook.mu.Lock()
-	hook.before = func() { redelivered, rerr = h.f.Svc.Redeliver(h.ctx, ref.SpaceID, ref.DeliveryID) }
-	hook.mu.Unlock()
-	if out, err := h.f.Svc.AttemptDelivery(h.ctx, ref); err != nil || !out.Done {
-		t.Fatalf("stale wake-up: %+v, %v", out, err)
-	}
-	if rerr != nil || redelivered.State != domain.DeliveryPending {
-		t.Fatalf("Redeliver during the wake-up: %+v, %v (the hook did not run where intended)", redelivered, rerr)
-	}
-	h.work(t)
-	if calls := h.fake.Deliveries(url); len(calls) != 2 || !calls[1].Result.Delivered {
-		t.Fatalf("%d attempts: the redelivered delivery was not attempted", len(calls))
-	}
-	if p, _ := h.f.Svc.ListDeliveries(h.ctx, h.sp.SpaceID, domain.DeliveryPending); len(p.Deliveries) != 0 {
-		t.Fatalf("stuck pending: %+v", p.Deliveries)
 	}
 }
 
