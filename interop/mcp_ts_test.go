@@ -18,8 +18,10 @@ import (
 )
 
 // TestTypeScriptMCPClient runs interop/mcp-ts/interop.mjs (official @modelcontextprotocol/sdk client):
-// initialize, tools/list, send, retry, conflict, status, inbox, ack; every structured result is checked
-// against the project's schemas here.
+// initialize, tools/list, then every tool (send, retry, conflict, status, inbox, ack, get, wait, blobs,
+// memory, subscriptions). The SDK validates every structured result against the tool's declared
+// outputSchema, the script checks that every result's text content is the same JSON, and every structured
+// result is checked against the project's schemas here.
 func TestTypeScriptMCPClient(t *testing.T) {
 	dir, _ := filepath.Abs("mcp-ts")
 	node, err := exec.LookPath("node")
@@ -47,12 +49,16 @@ func TestTypeScriptMCPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	coll, err := svc.CreateCollection(ctx, sp.SpaceID, domain.CreateCollectionRequest{RequestID: "col", SourceActorID: a.ActorID, Scope: "interop notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, node, "interop.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "WAYPOST_URL="+hs.URL, "WAYPOST_TOKEN_A="+ta.Token, "WAYPOST_TOKEN_B="+tb.Token,
-		"WAYPOST_ACTOR_B="+b.ActorID, "WAYPOST_CONSUMER_B="+cb.ConsumerID)
+		"WAYPOST_ACTOR_B="+b.ActorID, "WAYPOST_CONSUMER_B="+cb.ConsumerID, "WAYPOST_COLLECTION_A="+coll.CollectionID)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -89,7 +95,10 @@ func TestTypeScriptMCPClient(t *testing.T) {
 			}
 			_ = json.Unmarshal(line.Structured, &env)
 			if name, ok := map[string]string{"send": "message.send.response", "status": "status.response", "inbox": "inbox.read.response",
-				"ack": "inbox.ack.response", "describe": "describe.response"}[line.Step]; ok {
+				"ack": "inbox.ack.response", "describe": "describe.response", "get": "message.get.response", "wait": "inbox.read.response",
+				"blob-prepare": "blob.prepare.response", "blob-commit": "blob.info", "blob-get": "blob.info",
+				"memory-publish": "memory.publish.response", "memory-read": "memory.read.response", "memory-export": "memory.export.response",
+				"subscriptions": "subscription.list.response"}[line.Step]; ok {
 				if err := reg.Validate(name, env.Data); err != nil {
 					t.Errorf("step %s: data: %v", line.Step, err)
 				}

@@ -128,3 +128,73 @@ func (r *Registry) resolve(doc, ref string) (any, string, error) {
 	}
 	return v, target, nil
 }
+
+// Portable rewrites a schema document into a form more clients understand: every "type" array (such as
+// ["string","null"], which several MCP hosts reject) becomes an anyOf of one single-type schema per entry,
+// each carrying the sibling constraint keywords (a keyword for another type is ignored for that entry). Descriptions and titles stay where they
+// are. The result accepts exactly the same instances.
+func Portable(raw json.RawMessage) (json.RawMessage, error) {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("schemas: portable: %w", err)
+	}
+	out, err := json.Marshal(portable(doc))
+	if err != nil {
+		return nil, fmt.Errorf("schemas: portable: %w", err)
+	}
+	return out, nil
+}
+
+// annotations are the keywords that describe a schema rather than constrain it; they stay on the outer
+// schema when a type array is split.
+var annotations = map[string]bool{"title": true, "description": true, "default": true, "examples": true,
+	"deprecated": true, "readOnly": true, "writeOnly": true, "$comment": true, "$schema": true, "$id": true}
+
+func portable(node any) any {
+	switch n := node.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(n))
+		for k, v := range n {
+			m[k] = portable(v)
+		}
+		types, ok := m["type"].([]any)
+		if !ok {
+			return m
+		}
+		outer := map[string]any{}
+		constraints := map[string]any{}
+		for k, v := range m {
+			switch {
+			case k == "type":
+			case annotations[k]:
+				outer[k] = v
+			default:
+				constraints[k] = v
+			}
+		}
+		branches := make([]any, 0, len(types))
+		for _, t := range types {
+			b := map[string]any{"type": t}
+			for k, v := range constraints { // keywords of another type are ignored for this one
+				b[k] = v
+			}
+			branches = append(branches, b)
+		}
+		if len(branches) == 1 {
+			for k, v := range branches[0].(map[string]any) {
+				outer[k] = v
+			}
+			return outer
+		}
+		outer["anyOf"] = branches
+		return outer
+	case []any:
+		out := make([]any, len(n))
+		for i, v := range n {
+			out[i] = portable(v)
+		}
+		return out
+	default:
+		return node
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // Version is the version of this schema set. It changes together with the
@@ -218,7 +219,69 @@ func (r *Registry) Validate(name string, instance []byte) error {
 	if err != nil { // unreachable after CheckSyntax
 		return &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
 	}
-	return r.validateDoc(name, s, doc)
+	return r.validateDoc(name, s, doc, r.limits)
+}
+
+// Schema is a schema compiled outside the embedded set (for example the argument schema of an MCP tool
+// whose HTTP form takes path or query parameters). It validates and reports failures exactly like the
+// registry's own schemas.
+type Schema struct {
+	r      *Registry
+	name   string
+	s      *jsonschema.Schema
+	limits map[string]string
+}
+
+// Compile compiles raw (draft 2020-12 unless it says otherwise, with format assertions) as a standalone
+// schema; name appears in its failure messages. raw may refer to the embedded schemas by their $id.
+func (r *Registry) Compile(name string, raw []byte) (*Schema, error) {
+	if err := strictjson.CheckSyntax(raw); err != nil {
+		return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	for _, n := range r.names {
+		embedded, _ := Raw(n)
+		d, err := jsonschema.UnmarshalJSON(bytes.NewReader(embedded))
+		if err != nil {
+			return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+		}
+		if err := c.AddResource(ID(n), d); err != nil {
+			return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+		}
+	}
+	loc := "mem:///" + name + ".json"
+	limits := map[string]string{}
+	collectLimits(doc, loc+"#", limits)
+	for k, v := range r.limits {
+		limits[k] = v
+	}
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
+	}
+	return &Schema{r: r, name: name, s: s, limits: limits}, nil
+}
+
+// Validate checks the JSON text instance like [Registry.Validate]: strict syntax first, then the schema;
+// a violation is a [*ValidationError].
+func (s *Schema) Validate(instance []byte) error {
+	if err := strictjson.CheckSyntax(instance); err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(instance))
+	if err != nil { // unreachable after CheckSyntax
+		return &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
+	}
+	return s.r.validateDoc(s.name, s.s, doc, s.limits)
 }
 
 // ValidateValue marshals v with github.com/go-json-experiment/json and
@@ -232,7 +295,7 @@ func (r *Registry) ValidateValue(name string, v any) error {
 	return r.Validate(name, b)
 }
 
-func (r *Registry) validateDoc(name string, s *jsonschema.Schema, doc any) error {
+func (r *Registry) validateDoc(name string, s *jsonschema.Schema, doc any, limits map[string]string) error {
 	err := s.Validate(doc)
 	if err == nil {
 		return nil
@@ -243,9 +306,9 @@ func (r *Registry) validateDoc(name string, s *jsonschema.Schema, doc any) error
 	}
 	out := &ValidationError{Schema: name}
 	seen := map[Failure]bool{}
-	r.collectFailures(verr, out, seen)
+	r.collectFailures(verr, out, seen, limits)
 	if len(out.Failures) == 0 {
-		out.Failures = append(out.Failures, Failure{Pointer: "", Keyword: "", Message: "does not match the schema"})
+		out.Failures = append(out.Failures, Failure{Pointer: "", Field: "", Keyword: "", Message: "does not match the schema"})
 	}
 	return out
 }
@@ -253,7 +316,8 @@ func (r *Registry) validateDoc(name string, s *jsonschema.Schema, doc any) error
 // ValidationError lists where and why an instance does not match a schema.
 // It wraps strictjson.ErrInvalid. Messages never contain string values from
 // the instance (patterns and formats are reported without the offending
-// text); member names may appear, as they do in JSON pointers.
+// text); member names may appear, as they do in JSON pointers, but never more
+// than their first 100 bytes.
 type ValidationError struct {
 	// Schema is the name of the schema that was applied.
 	Schema string
@@ -269,6 +333,10 @@ type Failure struct {
 	// Pointer is the RFC 6901 JSON pointer of the failing value within the
 	// instance ("" for the whole instance).
 	Pointer string
+	// Field is the JSON pointer of the member the failure is about: Pointer,
+	// or for a missing ("required") or undeclared ("additionalProperties")
+	// member, Pointer followed by that member's name.
+	Field string
 	// Keyword is the JSON Schema keyword that failed, such as "required",
 	// "additionalProperties", "pattern", "maxItems", "format" or "const". A
 	// transport may map limit keywords to RESOURCE_LIMIT if it wishes.
@@ -334,17 +402,28 @@ func (e *ValidationError) Pointers() []string {
 	return ps
 }
 
-func (r *Registry) collectFailures(v *jsonschema.ValidationError, out *ValidationError, seen map[Failure]bool) {
+func (r *Registry) collectFailures(v *jsonschema.ValidationError, out *ValidationError, seen map[Failure]bool, limits map[string]string) {
 	if len(v.Causes) > 0 {
 		for _, c := range relevantCauses(v) {
-			r.collectFailures(c, out, seen)
+			r.collectFailures(c, out, seen, limits)
 		}
 		return
 	}
 	f := Failure{Pointer: pointer(v.InstanceLocation), Keyword: keyword(v.ErrorKind), Message: r.message(v.ErrorKind)}
+	f.Field = f.Pointer
+	switch k := v.ErrorKind.(type) {
+	case *kind.Required:
+		if len(k.Missing) > 0 {
+			f.Field += "/" + escapeToken(echo.Clip(k.Missing[0]))
+		}
+	case *kind.AdditionalProperties:
+		if len(k.Properties) > 0 {
+			f.Field += "/" + escapeToken(echo.Clip(k.Properties[0]))
+		}
+	}
 	switch f.Keyword {
 	case "maxItems", "maximum", "maxLength":
-		f.Limit = r.limits[v.SchemaURL]
+		f.Limit = limits[v.SchemaURL]
 	}
 	if seen[f] {
 		return
@@ -413,7 +492,7 @@ func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
+		b.WriteString(escapeToken(echo.Clip(t)))
 	}
 	return b.String()
 }
@@ -441,6 +520,18 @@ func (r *Registry) message(k jsonschema.ErrorKind) string {
 		return "must have at most " + strconv.Itoa(k.Want) + " characters"
 	case *kind.FalseSchema:
 		return "not allowed here"
+	case *kind.AdditionalProperties: // member names are the caller's: at most the first 100 bytes of each
+		names := make([]string, 0, min(len(k.Properties), 5))
+		for _, n := range k.Properties[:min(len(k.Properties), 5)] {
+			names = append(names, strconv.Quote(echo.Clip(n)))
+		}
+		more := ""
+		if len(k.Properties) > 5 {
+			more = fmt.Sprintf(" and %d more", len(k.Properties)-5)
+		}
+		return "undeclared member " + strings.Join(names, ", ") + more + " not allowed"
+	case *kind.PropertyNames:
+		return "invalid member name " + strconv.Quote(echo.Clip(k.Property))
 	default:
 		return k.LocalizedString(r.printer)
 	}

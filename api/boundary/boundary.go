@@ -54,20 +54,47 @@ func Validate(reg *schemas.Registry, schema string, raw []byte) error {
 }
 
 // Invalid maps a decoding or validation error to the public code: RESOURCE_LIMIT for a schema bound that
-// stands for a published limit, INVALID_REQUEST otherwise (nil stays nil).
+// stands for a published limit, INVALID_REQUEST otherwise (nil stays nil). details.field names the member
+// at fault (dotted, e.g. "body.text" or "recipient_ids.0") when the error locates one.
 func Invalid(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ve *schemas.ValidationError
-	if errors.As(err, &ve) {
-		if limit, ok := ve.ResourceLimit(); ok {
-			return domain.Errorf(domain.CodeResourceLimit, "%s", ve.Error()).WithDetails("limit_name", limit)
-		}
-	}
 	msg := err.Error()
 	if len(msg) > 300 {
-		msg = msg[:300]
+		msg = strings.ToValidUTF8(msg[:300], "")
 	}
-	return domain.Errorf(domain.CodeInvalidRequest, "%s", msg)
+	field := ""
+	var ve *schemas.ValidationError
+	var se *strictjson.Error
+	switch {
+	case errors.As(err, &ve) && len(ve.Failures) > 0:
+		field = fieldName(ve.Failures[0].Field)
+		if limit, ok := ve.ResourceLimit(); ok {
+			return withField(domain.Errorf(domain.CodeResourceLimit, "%s", msg).WithDetails("limit_name", limit), field)
+		}
+	case errors.As(err, &se):
+		field = fieldName(se.Pointer)
+	}
+	return withField(domain.Errorf(domain.CodeInvalidRequest, "%s", msg), field)
+}
+
+func withField(e *domain.Error, field string) *domain.Error {
+	if field == "" {
+		return e
+	}
+	return e.WithDetails("field", field)
+}
+
+// fieldName turns a JSON pointer into the dotted member name used in details.field ("" for the whole
+// document).
+func fieldName(pointer string) string {
+	if pointer == "" || pointer == "/" {
+		return ""
+	}
+	toks := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return strings.Join(toks, ".")
 }

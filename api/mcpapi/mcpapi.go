@@ -1,10 +1,14 @@
 // Package mcpapi serves every Waypost data-plane operation as an MCP tool (SUPPLEMENT §11.1) over the
 // official Go SDK's Streamable HTTP transport, stateless and in JSON-response mode so it runs unchanged on
 // Lambda. Authorization, idempotency and errors are those of the HTTP API: the same domain operations, the
-// same JSON Schemas, the same RFC §5.2 envelope (carried as structured content; failures are tool errors).
+// same JSON Schemas, the same RFC §5.2 envelope. Every tool result carries the envelope twice: as
+// structuredContent (described by the tool's outputSchema) and serialized in a text block, for clients of
+// protocol versions without structured content and hosts that show the model only the text. Failures are
+// tool errors (isError).
 package mcpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,12 +38,14 @@ type Options struct {
 
 // Handler is the MCP endpoint.
 type Handler struct {
-	svc    *domain.Service
-	reg    *schemas.Registry
-	ids    port.IDSource
-	log    *slog.Logger
-	server *mcp.Server
-	http   http.Handler
+	svc     *domain.Service
+	reg     *schemas.Registry
+	ids     port.IDSource
+	log     *slog.Logger
+	server  *mcp.Server
+	http    http.Handler
+	locals  map[string]*schemas.Schema // argument schemas of the tools without a schemas/ request schema
+	maxBody int64                      // the largest JSON-RPC message accepted
 }
 
 // New builds the MCP endpoint over a domain service.
@@ -47,7 +53,8 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 	if opts.IDs == nil {
 		return nil, fmt.Errorf("mcpapi: an ID source is required")
 	}
-	h := &Handler{svc: svc, reg: opts.Schemas, ids: opts.IDs, log: opts.Logger}
+	h := &Handler{svc: svc, reg: opts.Schemas, ids: opts.IDs, log: opts.Logger, locals: map[string]*schemas.Schema{},
+		maxBody: int64(svc.Limits().MaxRequestBytes) + 4096}
 	if h.reg == nil {
 		var err error
 		if h.reg, err = schemas.New(); err != nil {
@@ -64,16 +71,26 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "waypost", Title: "Waypost mailbox and memory exchange", Version: version},
 		&mcp.ServerOptions{Instructions: instructions})
 	for _, t := range h.tools() {
-		schema, err := h.inputSchema(t)
+		if t.local != "" {
+			compiled, err := h.reg.Compile(t.name+" arguments", []byte(t.local))
+			if err != nil {
+				return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
+			}
+			h.locals[t.name] = compiled
+		}
+		in, err := h.inputSchema(t)
 		if err != nil {
 			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
 		}
-		h.server.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: schema,
+		out, err := h.outputSchema(t.output)
+		if err != nil {
+			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
+		}
+		h.server.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: in, OutputSchema: out,
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: true, OpenWorldHint: ptr(t.openWorld)}}, h.handler(t))
 	}
 	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.log,
-			MaxRequestBodyBytes: int64(svc.Limits().MaxRequestBytes) + 4096})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.log, MaxRequestBodyBytes: h.maxBody})
 	return h, nil
 }
 
@@ -84,8 +101,9 @@ Persist the request_id of every write before calling it; after a timeout, call w
 operation and request_id and retry at most twice with the SAME request_id. Say a message is stored only when
 submission_state is "committed". Save what waypost_inbox returns before acknowledging it with waypost_ack.`
 
-// ServeHTTP authenticates the bearer token exactly as the HTTP API does (401 without a valid one), then
-// hands the request to the MCP transport. Each tool call re-checks the credential.
+// ServeHTTP authenticates the bearer token exactly as the HTTP API does (401 without a valid one), checks a
+// posted JSON-RPC message as strictly as the HTTP API checks request bodies (see strictRPC), then hands the
+// request to the MCP transport. Each tool call re-checks the credential.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(baseURLHeader)
 	tok := boundary.Bearer(r.Header)
@@ -102,7 +120,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Set(baseURLHeader, baseURL(r))
-	h.http.ServeHTTP(w, r)
+	if r.Method != http.MethodPost {
+		h.http.ServeHTTP(w, r)
+		return
+	}
+	h.strictRPC(w, r)
 }
 
 func unauthorized(w http.ResponseWriter) {
@@ -143,19 +165,32 @@ func (h *Handler) handler(t tool) mcp.ToolHandler {
 		if rid == "" {
 			rid = h.ids.NewID("rq")
 		}
+		env := envelope{OK: true, RequestID: rid, Data: data}
 		if err != nil {
 			de := domain.AsError(err)
 			if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
 				h.log.Error("mcp tool failed", "tool", t.name, "request_id", rid, "code", string(de.Code), "error", err.Error())
 			}
 			w := de.Wire()
-			env := envelope{OK: false, RequestID: rid, Error: &w}
-			return &mcp.CallToolResult{IsError: true, StructuredContent: env,
-				Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s failed: %s (%s, retryable=%v)", t.name, de.Message, de.Code, w.Retryable)}}}, nil
+			env = envelope{OK: false, RequestID: rid, Error: &w}
 		}
-		env := envelope{OK: true, RequestID: rid, Data: data}
-		return &mcp.CallToolResult{StructuredContent: env, Content: []mcp.Content{&mcp.TextContent{Text: t.summary(data)}}}, nil
+		return toolResult(env)
 	}
+}
+
+// toolResult carries the envelope as structured content and, serialized to the same JSON, as the one text
+// block: the MCP specification asks a tool with structured content to do so, clients of protocol versions
+// before 2025-06-18 see only content, and many hosts hand the model only the text.
+func toolResult(env envelope) (*mcp.CallToolResult, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // message text stays readable: "<" rather than "\u003c"
+	if err := enc.Encode(env); err != nil {
+		return nil, fmt.Errorf("mcpapi: encoding the result: %w", err)
+	}
+	raw := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return &mcp.CallToolResult{IsError: !env.OK, StructuredContent: json.RawMessage(raw),
+		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
 }
 
 func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.RawMessage) (string, any, error) {
@@ -185,5 +220,5 @@ func (h *Handler) validate(t tool, args json.RawMessage) error {
 	if t.schema != "" {
 		return boundary.Validate(h.reg, t.schema, args)
 	}
-	return boundary.Invalid(t.local.validate(args))
+	return boundary.Invalid(h.locals[t.name].Validate(args))
 }

@@ -103,8 +103,11 @@ func (e *env) call(s *mcp.ClientSession, name string, args any) (map[string]any,
 	if err := e.schemas.Validate(schema, raw); err != nil {
 		e.t.Fatalf("%s: structured content is not an RFC §5.2 envelope: %v\n%s", name, err, raw)
 	}
-	if len(res.Content) == 0 {
-		e.t.Fatalf("%s: no text summary", name)
+	if len(res.Content) != 1 {
+		e.t.Fatalf("%s: %d content blocks, want the envelope as one text block", name, len(res.Content))
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonSame(e.t, []byte(tc.Text), raw) {
+		e.t.Fatalf("%s: the text content is not the structured content's JSON", name)
 	}
 	var env map[string]any
 	_ = json.Unmarshal(raw, &env)

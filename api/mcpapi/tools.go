@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/schemas"
 )
 
 // callEnv is what a tool's run function gets.
@@ -23,7 +21,8 @@ type callEnv struct {
 }
 
 // tool is one MCP tool: its name (SUPPLEMENT §11.1), input schema (a schemas/ name for operations that
-// take a JSON body over HTTP, or a local schema for the ones HTTP takes from the path and query), and run.
+// take a JSON body over HTTP, or a local schema for the ones HTTP takes from the path and query), the
+// schemas/ name of its result's data, and run.
 type tool struct {
 	name        string
 	title       string
@@ -31,40 +30,9 @@ type tool struct {
 	readOnly    bool
 	openWorld   bool // the tool reaches a third party (the subscribe challenge goes to the receiver's URL)
 	schema      string
-	local       *localSchema
+	local       string
+	output      string
 	run         func(svc *domain.Service, e callEnv) (any, error)
-}
-
-func (t tool) summary(data any) string {
-	switch d := data.(type) {
-	case domain.SendResult:
-		return fmt.Sprintf("message %s %s (visible_seq %s, thread %s)", d.MessageID, d.SubmissionState, d.VisibleSeq, d.ThreadID)
-	case domain.Page:
-		return fmt.Sprintf("%d items, has_more=%v; save them before acknowledging with waypost_ack", len(d.Items), d.HasMore)
-	case domain.AckResult:
-		changed := 0
-		for _, r := range d.Receipts {
-			if r.Changed {
-				changed++
-			}
-		}
-		return fmt.Sprintf("%d receipts recorded (%d advanced)", len(d.Receipts), changed)
-	case domain.StatusResult:
-		return fmt.Sprintf("%s %s: %s", d.Operation, d.RequestID, d.SubmissionState)
-	case domain.MemoryPublishResult:
-		return fmt.Sprintf("collection %s at revision %d (changed=%v)", d.CollectionID, d.Revision, d.Changed)
-	case domain.MemoryPage:
-		return fmt.Sprintf("%d items of collection %s at revision %d, has_more=%v", len(d.Items), d.CollectionID, d.Revision, d.HasMore)
-	case domain.SubscriptionResult:
-		return fmt.Sprintf("subscription %s %s, expires_at %s; renew (same arguments, new request_id) before %s",
-			d.SubscriptionID, d.State, d.ExpiresAt.Format(time.RFC3339), d.RefreshBefore.Format(time.RFC3339))
-	case domain.SubscriptionList:
-		return fmt.Sprintf("%d subscriptions", len(d.Subscriptions))
-	case domain.StopSubscriptionResult:
-		return fmt.Sprintf("subscription %s %s; requests already in flight may still arrive", d.SubscriptionID, d.State)
-	default:
-		return t.name + " succeeded; the result is in structuredContent"
-	}
 }
 
 // decode strictly decodes the (already schema-validated) arguments.
@@ -78,11 +46,11 @@ func decode[T any](e callEnv) (T, error) {
 
 func (h *Handler) tools() []tool {
 	ts := []tool{
-		{name: "waypost_describe", title: "Describe", readOnly: true, local: mustLocal(`{"type":"object","additionalProperties":false}`),
+		{name: "waypost_describe", output: "describe.response", title: "Describe", readOnly: true, local: (`{"type":"object","additionalProperties":false}`),
 			description: "Who you are, the default and allowed recipients, the real limits and the capabilities. Call it first.",
 			run:         func(svc *domain.Service, e callEnv) (any, error) { return svc.Describe(e.ctx, e.p) }},
-		{name: "waypost_status", title: "Submission status", readOnly: true,
-			local: mustLocal(`{"type":"object","required":["operation","request_id"],"additionalProperties":false,"properties":{` +
+		{name: "waypost_status", output: "status.response", title: "Submission status", readOnly: true,
+			local: (`{"type":"object","required":["operation","request_id"],"additionalProperties":false,"properties":{` +
 				`"operation":{"type":"string","enum":` + jsonList(domain.StatusOperations()) + `},` +
 				`"request_id":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,128}$"}}}`),
 			description: "State (reserved, prepared, committed, failed) and stable result of one of your writes, by operation and request_id. Use it after a timeout before retrying with the same request_id.",
@@ -96,7 +64,7 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.Status(e.ctx, e.p, a.Operation, a.RequestID)
 			}},
-		{name: "waypost_send", title: "Send a message", schema: "message.send.request",
+		{name: "waypost_send", output: "message.send.response", title: "Send a message", schema: "message.send.request",
 			description: "Publish a message. Persist request_id before calling; retry only with the same request_id. Replies (in_reply_to) must name recipients. Stored only when submission_state is committed.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.SendRequest](e)
@@ -105,8 +73,8 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.SendMessage(e.ctx, e.p, req)
 			}},
-		{name: "waypost_get_message", title: "Get a message", readOnly: true,
-			local:       mustLocal(`{"type":"object","required":["message_id"],"additionalProperties":false,"properties":{"message_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"}}}`),
+		{name: "waypost_get_message", output: "message.get.response", title: "Get a message", readOnly: true,
+			local:       (`{"type":"object","required":["message_id"],"additionalProperties":false,"properties":{"message_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"}}}`),
 			description: "A published message with its body, recipients and attachments.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				a, err := decode[struct {
@@ -117,7 +85,7 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.GetMessage(e.ctx, e.p, a.MessageID)
 			}},
-		{name: "waypost_inbox", title: "Read the inbox", readOnly: true, schema: "inbox.read.request",
+		{name: "waypost_inbox", output: "inbox.read.response", title: "Read the inbox", readOnly: true, schema: "inbox.read.request",
 			description: "The next page of your consumer's feed after cursor (null = from the start). Save the items, then acknowledge with waypost_ack and the returned next_cursor.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.ReadRequest](e)
@@ -126,7 +94,7 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.ReadInbox(e.ctx, e.p, req)
 			}},
-		{name: "waypost_ack", title: "Acknowledge", schema: "inbox.ack.request",
+		{name: "waypost_ack", output: "inbox.ack.response", title: "Acknowledge", schema: "inbox.ack.request",
 			description: "Record received/processed receipts and a checkpoint cursor, after the items are saved.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.AckRequest](e)
@@ -135,7 +103,7 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.Ack(e.ctx, e.p, req)
 			}},
-		{name: "waypost_blob_prepare", title: "Prepare a blob upload", schema: "blob.prepare.request",
+		{name: "waypost_blob_prepare", output: "blob.prepare.response", title: "Prepare a blob upload", schema: "blob.prepare.request",
 			description: "Reserve an upload for a file of known size and SHA-256. Upload the bytes with HTTP PUT to upload_url (Authorization: Bearer, Content-Type as given), then call waypost_blob_commit. Hosts without file transfer cannot upload: say so.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.BlobPrepareRequest](e)
@@ -146,7 +114,7 @@ func (h *Handler) tools() []tool {
 				res.UploadURL = absolute(e.baseURL, res.UploadURL)
 				return res, err
 			}},
-		{name: "waypost_blob_commit", title: "Seal an uploaded blob", schema: "blob.commit.request",
+		{name: "waypost_blob_commit", output: "blob.info", title: "Seal an uploaded blob", schema: "blob.commit.request",
 			description: "Seal an uploaded blob after its bytes were PUT; only sealed blobs can be attached or referenced.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.BlobCommitRequest](e)
@@ -155,8 +123,8 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.CommitBlob(e.ctx, e.p, req)
 			}},
-		{name: "waypost_blob_get", title: "Get blob metadata", readOnly: true,
-			local:       mustLocal(`{"type":"object","required":["blob_id"],"additionalProperties":false,"properties":{"blob_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"}}}`),
+		{name: "waypost_blob_get", output: "blob.info", title: "Get blob metadata", readOnly: true,
+			local:       (`{"type":"object","required":["blob_id"],"additionalProperties":false,"properties":{"blob_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"}}}`),
 			description: "Blob metadata and an authorized download URL (HTTP GET with the same bearer token). The bytes are never put in the tool result.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				a, err := decode[struct {
@@ -171,7 +139,7 @@ func (h *Handler) tools() []tool {
 				}
 				return res, err
 			}},
-		{name: "waypost_memory_publish", title: "Publish memory", schema: "memory.publish.request",
+		{name: "waypost_memory_publish", output: "memory.publish.response", title: "Publish memory", schema: "memory.publish.request",
 			description: "Publish a revision of a collection: mode snapshot (the whole authorized collection; absent items become tombstones) or delta (upserts and delete_ids). expected_revision is a compare-and-set; on REVISION_CONFLICT read the current state first. collection_id is required here.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.MemoryPublishRequest](e)
@@ -183,10 +151,10 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.PublishMemory(e.ctx, e.p, req.CollectionID, req)
 			}},
-		{name: "waypost_memory_read", title: "Read memory", readOnly: true,
-			local: mustLocal(`{"type":"object","required":["collection_id"],"additionalProperties":false,"properties":{` +
-				`"collection_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"revision":{"type":["integer","null"],"minimum":0},` +
-				`"limit":{"type":"integer","minimum":1},"cursor":{"type":["string","null"],"maxLength":2048},"include_tombstones":{"type":"boolean"}}}`),
+		{name: "waypost_memory_read", output: "memory.read.response", title: "Read memory", readOnly: true,
+			local: (`{"type":"object","required":["collection_id"],"additionalProperties":false,"properties":{` +
+				`"collection_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"revision":{"anyOf":[{"type":"integer","minimum":0},{"type":"null"}]},` +
+				`"limit":{"type":"integer","minimum":1},"cursor":{"anyOf":[{"type":"string","maxLength":2048},{"type":"null"}]},"include_tombstones":{"type":"boolean"}}}`),
 			description: "Items of one revision of a collection (latest when revision is null), in item_id order; keep paging with next_cursor, which stays on the same revision.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				a, err := decode[struct {
@@ -201,9 +169,9 @@ func (h *Handler) tools() []tool {
 				}
 				return svc.ReadMemory(e.ctx, e.p, a.CollectionID, domain.MemoryReadRequest{Revision: a.Revision, Limit: a.Limit, Cursor: a.Cursor, IncludeTombstones: a.IncludeTombstones})
 			}},
-		{name: "waypost_memory_export", title: "Export memory", readOnly: true,
-			local: mustLocal(`{"type":"object","required":["collection_id"],"additionalProperties":false,"properties":{` +
-				`"collection_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"revision":{"type":["integer","null"],"minimum":0}}}`),
+		{name: "waypost_memory_export", output: "memory.export.response", title: "Export memory", readOnly: true,
+			local: (`{"type":"object","required":["collection_id"],"additionalProperties":false,"properties":{` +
+				`"collection_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"revision":{"anyOf":[{"type":"integer","minimum":0},{"type":"null"}]}}}`),
 			description: "A portable bundle of a collection revision: identity, source versions, items with paths, blob IDs and digests. Never credentials.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				a, err := decode[struct {
@@ -218,9 +186,9 @@ func (h *Handler) tools() []tool {
 	}
 	ts = append(ts, subscriptionTools()...)
 	if h.svc.Capabilities().LiveFeed {
-		ts = append(ts, tool{name: "waypost_wait", title: "Wait for new items", readOnly: true,
-			local: mustLocal(`{"type":"object","required":["consumer_id"],"additionalProperties":false,"properties":{` +
-				`"consumer_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"cursor":{"type":["string","null"],"maxLength":2048},` +
+		ts = append(ts, tool{name: "waypost_wait", output: "inbox.read.response", title: "Wait for new items", readOnly: true,
+			local: (`{"type":"object","required":["consumer_id"],"additionalProperties":false,"properties":{` +
+				`"consumer_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"cursor":{"anyOf":[{"type":"string","maxLength":2048},{"type":"null"}]},` +
 				`"timeout_ms":{"type":"integer","minimum":0},"limit":{"type":"integer","minimum":1}}}`),
 			description: "Long poll: returns as soon as an item visible to the consumer commits after cursor, or an empty page at timeout_ms.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
@@ -246,10 +214,10 @@ const unsupportedNote = " Needs the subscription.manage scope; where waypost_des
 // subscriptionTools are the webhook subscription operations (RFC §12.3, SUPPLEMENT §11.1).
 func subscriptionTools() []tool {
 	return []tool{
-		{name: "waypost_subscriptions", title: "List webhook subscriptions", readOnly: true, local: mustLocal(`{"type":"object","additionalProperties":false}`),
+		{name: "waypost_subscriptions", output: "subscription.list.response", title: "List webhook subscriptions", readOnly: true, local: (`{"type":"object","additionalProperties":false}`),
 			description: "Your webhook subscriptions with their state, expiry and delivery health (last success, last failure and reason, consecutive failures)." + unsupportedNote,
 			run:         func(svc *domain.Service, e callEnv) (any, error) { return svc.ListSubscriptions(e.ctx, e.p) }},
-		{name: "waypost_subscribe", title: "Subscribe a webhook", schema: "subscription.upsert.request", openWorld: true,
+		{name: "waypost_subscribe", output: "subscription.upsert.response", title: "Subscribe a webhook", schema: "subscription.upsert.request", openWorld: true,
 			description: "Create or renew a webhook subscription for one of your consumers. The receiver must already hold delivery.secret (\"whsec_\" + base64 of 32 random bytes) and answer the signed verification challenge within 10 s, else WEBHOOK_VERIFICATION_FAILED; private or non-HTTPS targets are FORBIDDEN_TARGET. The same arguments with a new request_id renew the same subscription before refresh_before. Events only announce new items: read the content with waypost_inbox." + unsupportedNote,
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.UpsertSubscriptionRequest](e)
@@ -258,8 +226,8 @@ func subscriptionTools() []tool {
 				}
 				return svc.UpsertSubscription(e.ctx, e.p, req)
 			}},
-		{name: "waypost_unsubscribe", title: "Stop a webhook subscription",
-			local: mustLocal(`{"type":"object","required":["subscription_id","request_id"],"additionalProperties":false,"properties":{` +
+		{name: "waypost_unsubscribe", output: "subscription.stop.response", title: "Stop a webhook subscription",
+			local: (`{"type":"object","required":["subscription_id","request_id"],"additionalProperties":false,"properties":{` +
 				`"subscription_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"},"request_id":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,128}$"}}}`),
 			description: "Stop a webhook subscription; stopping a stopped one succeeds again. Future attempts stop; a request already in flight may still arrive." + unsupportedNote,
 			run: func(svc *domain.Service, e callEnv) (any, error) {
@@ -291,50 +259,58 @@ func absolute(base, path string) string {
 	return strings.TrimSuffix(base, "/") + path
 }
 
-// inputSchema returns the tool's input schema as a standalone JSON document.
+// inputSchema returns the tool's input schema as a standalone, portable JSON document (no references, no
+// type arrays).
 func (h *Handler) inputSchema(t tool) (json.RawMessage, error) {
+	raw := json.RawMessage(t.local)
 	if t.schema != "" {
-		return h.reg.Bundled(t.schema)
+		var err error
+		if raw, err = h.reg.Bundled(t.schema); err != nil {
+			return nil, err
+		}
 	}
-	return json.RawMessage(t.local.raw), nil
+	return schemas.Portable(raw)
 }
 
-// localSchema is a small argument schema for tools whose HTTP form takes path or query parameters.
-type localSchema struct {
-	raw      string
-	compiled *jsonschema.Schema
-}
-
-func mustLocal(raw string) *localSchema {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(raw))
+// outputSchema describes a tool's structured content: the RFC §5.2 envelope, either ok with data of the
+// named response schema, or an error (isError). It is standalone and portable like the input schemas.
+func (h *Handler) outputSchema(data string) (json.RawMessage, error) {
+	part := func(name string) (map[string]any, error) {
+		raw, err := h.reg.Bundled(name)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", name, err)
+		}
+		delete(m, "$schema")
+		return m, nil
+	}
+	ok, err := part("envelope.success")
 	if err != nil {
-		panic(fmt.Sprintf("mcpapi: local schema: %v", err)) // a programming error in a constant
+		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("mem://args.json", doc); err != nil {
-		panic(fmt.Sprintf("mcpapi: local schema: %v", err))
-	}
-	s, err := c.Compile("mem://args.json")
+	fail, err := part("envelope.error")
 	if err != nil {
-		panic(fmt.Sprintf("mcpapi: local schema: %v", err))
+		return nil, err
 	}
-	return &localSchema{raw: raw, compiled: s}
-}
-
-func (l *localSchema) validate(args json.RawMessage) error {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(args)))
+	d, err := part(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := l.compiled.Validate(doc); err != nil {
-		return fmt.Errorf("arguments do not match the tool's input schema: %s", firstLine(err.Error()))
+	props, isMap := ok["properties"].(map[string]any)
+	if !isMap {
+		return nil, fmt.Errorf("envelope.success has no properties")
 	}
-	return nil
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i > 0 {
-		return s[:i]
+	props["data"] = d
+	raw, err := json.Marshal(map[string]any{
+		"type":        "object",
+		"description": "The RFC-0001 §5.2 result envelope: ok with data, or (isError) ok false with error.",
+		"anyOf":       []any{ok, fail},
+	})
+	if err != nil {
+		return nil, err
 	}
-	return s
+	return schemas.Portable(raw)
 }
