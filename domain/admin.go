@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -195,18 +196,88 @@ func (s *Service) commitRetry(ctx context.Context, what string, prepare func(ctx
 	return Errorf(CodeStorageUnavailable, "too much contention; retry")
 }
 
-// RevokeActor revokes an actor: every credential of it stops working at once. Idempotent.
-func (s *Service) RevokeActor(ctx context.Context, spaceID, actorID string) (ActorResult, error) {
-	if _, err := s.space(ctx, spaceID); err != nil {
+// ChangeRequest is the body of the control plane's revoke and rotate calls: empty, or a request_id that
+// makes the call idempotent (RFC §11.3): a retry with the same request_id returns the first result and
+// changes nothing again.
+type ChangeRequest struct {
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// changeRequestID returns the request_id of an optional ChangeRequest ("" when there is none).
+func changeRequestID(reqs []ChangeRequest) (string, error) {
+	if len(reqs) == 0 || reqs[0].RequestID == "" {
+		return "", nil
+	}
+	return reqs[0].RequestID, checkRequestID(reqs[0].RequestID)
+}
+
+// adminChange commits a control-plane change of an existing resource (consumer update, revoke, rotate).
+// prepare reads the current state and returns the ops and the result; no ops means nothing changes. It runs
+// again after a condition failure (optimistic retry). With a request_id the change is idempotent like a
+// create: the result is stored with the submission in the same transaction, and a retry with the same
+// request_id and content replays it (a different content is IDEMPOTENCY_CONFLICT). committed, when not nil,
+// runs only when this call's transaction committed.
+func adminChange[T any](ctx context.Context, s *Service, spaceID, op, requestID string, fpReq map[string]any,
+	prepare func(ctx context.Context) ([]port.Op, T, error), committed func()) (T, error) {
+	var zero T
+	if requestID == "" {
+		for attempt := 0; attempt < s.retries; attempt++ {
+			ops, res, err := prepare(ctx)
+			if err != nil || len(ops) == 0 {
+				return res, err
+			}
+			_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
+			if err == nil {
+				if committed != nil {
+					committed()
+				}
+				return res, nil
+			}
+			if _, ok := port.FailedOp(err); !ok {
+				return zero, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		return zero, Errorf(CodeStorageUnavailable, "too much contention; retry")
+	}
+	fp, err := fingerprintOf(op, fpReq)
+	if err != nil {
+		return zero, err
+	}
+	raw, _, err := s.runOnce(ctx, onceSpec{
+		key: adminKey(spaceID, op, requestID), operation: op, requestID: requestID, fingerprint: fp,
+		prepare: func(ctx context.Context) (*onceTx, error) {
+			ops, res, err := prepare(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &onceTx{build: func(uint64) ([]port.Op, any, []port.Published) { return ops, res, nil }, committed: committed}, nil
+		},
+	})
+	return decodeResult[T](raw, err)
+}
+
+// RevokeActor revokes an actor: every credential of it stops working at once. Idempotent by nature; an
+// optional request_id also makes a retry return the first result. The space's default recipient cannot be
+// revoked: RFC §4 does not let the default identity be replaced in v0.1, and messages without recipient_ids
+// go to it.
+func (s *Service) RevokeActor(ctx context.Context, spaceID, actorID string, req ...ChangeRequest) (ActorResult, error) {
+	rid, err := changeRequestID(req)
+	if err != nil {
 		return ActorResult{}, err
 	}
-	var out Actor
-	err := s.commitRetry(ctx, "revoke actor", func(ctx context.Context) ([]port.Op, error) {
-		op, a, err := s.actorUpdate(ctx, spaceID, actorID, func(a *Actor) { a.Revoked = true })
-		out = a
-		return []port.Op{op}, err
-	})
-	return ActorResult{ActorID: out.ActorID, DisplayName: out.DisplayName, Revoked: true}, err
+	sp, err := s.space(ctx, spaceID)
+	if err != nil {
+		return ActorResult{}, err
+	}
+	if actorID == sp.DefaultRecipientID {
+		return ActorResult{}, Errorf(CodeInvalidRequest, "actor %s is the space's default recipient and cannot be revoked", actorID).
+			WithDetails("field", "actor_id", "actor_id", actorID, "reason", "default_recipient")
+	}
+	return adminChange(ctx, s, spaceID, "admin.actor.revoke", rid, map[string]any{"actor_id": actorID},
+		func(ctx context.Context) ([]port.Op, ActorResult, error) {
+			op, a, err := s.actorUpdate(ctx, spaceID, actorID, func(a *Actor) { a.Revoked = true })
+			return []port.Op{op}, ActorResult{ActorID: a.ActorID, DisplayName: a.DisplayName, Revoked: true}, err
+		}, nil)
 }
 
 // CreateConsumerRequest is the body of POST …/consumers.
@@ -314,7 +385,8 @@ func (s *Service) CreateConsumer(ctx context.Context, spaceID string, req Create
 }
 
 // UpdateConsumer changes a consumer's view or filter, increments its view_revision (old cursors then get
-// CURSOR_SCOPE_CHANGED) and the actor's authorization generation.
+// CURSOR_SCOPE_CHANGED) and the actor's authorization generation. A PATCH that changes neither returns the
+// consumer as it is and invalidates nothing. With a request_id a retry returns the first result.
 func (s *Service) UpdateConsumer(ctx context.Context, spaceID, consumerID string, req UpdateConsumerRequest) (ConsumerResult, error) {
 	if req.View != "" {
 		if err := checkView(req.View); err != nil {
@@ -332,34 +404,41 @@ func (s *Service) UpdateConsumer(ctx context.Context, spaceID, consumerID string
 	if _, err := s.space(ctx, spaceID); err != nil {
 		return ConsumerResult{}, err
 	}
-	var out Consumer
-	err := s.commitRetry(ctx, "update consumer", func(ctx context.Context) ([]port.Op, error) {
-		c, cit, found, err := getRecord[Consumer](ctx, s.store, keyConsumer(spaceID, consumerID))
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, Errorf(CodeNotFound, "no such consumer")
-		}
-		old := c.ViewRevision
-		if req.View != "" {
-			c.View = req.View
-		}
-		if req.Filter != nil {
-			c.Filter = req.Filter.Normalize()
-		}
-		c.ViewRevision++
-		out = c
-		actorOp, _, err := s.actorUpdate(ctx, spaceID, c.ActorID, nil)
-		if err != nil {
-			return nil, err
-		}
-		return []port.Op{
-			port.Put(item(cit.Key, c, attrVersion, itoa(c.ViewRevision)), port.AttrEquals(attrVersion, itoa(old))),
-			actorOp,
-		}, nil
-	})
-	return consumerResult(out), err
+	var filter *Filter
+	if req.Filter != nil {
+		f := req.Filter.Normalize()
+		filter = &f
+	}
+	fpReq := map[string]any{"consumer_id": consumerID, "view": req.View, "filter": filter}
+	return adminChange(ctx, s, spaceID, "admin.consumer.update", req.RequestID, fpReq,
+		func(ctx context.Context) ([]port.Op, ConsumerResult, error) {
+			c, cit, found, err := getRecord[Consumer](ctx, s.store, keyConsumer(spaceID, consumerID))
+			if err != nil {
+				return nil, ConsumerResult{}, err
+			}
+			if !found {
+				return nil, ConsumerResult{}, Errorf(CodeNotFound, "no such consumer").WithDetails("consumer_id", consumerID)
+			}
+			old := c
+			if req.View != "" {
+				c.View = req.View
+			}
+			if filter != nil {
+				c.Filter = *filter
+			}
+			if c.View == old.View && bytes.Equal(encode(c.Filter.Normalize()), encode(old.Filter.Normalize())) {
+				return nil, consumerResult(old), nil // nothing changes: cursors stay valid
+			}
+			c.ViewRevision++
+			actorOp, _, err := s.actorUpdate(ctx, spaceID, c.ActorID, nil)
+			if err != nil {
+				return nil, ConsumerResult{}, err
+			}
+			return []port.Op{
+				port.Put(item(cit.Key, c, attrVersion, itoa(c.ViewRevision)), port.AttrEquals(attrVersion, itoa(old.ViewRevision))),
+				actorOp,
+			}, consumerResult(c), nil
+		}, nil)
 }
 
 // CreateCollectionRequest is the body of POST …/collections.
@@ -416,6 +495,12 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 			id := req.CollectionID
 			if id == "" {
 				id = s.ids.NewID("col")
+			} else if _, _, exists, err := getRecord[Collection](ctx, s.store, keyCollection(spaceID, id)); err != nil {
+				return nil, err
+			} else if exists {
+				// Not retryable: the same request can never succeed (docs/decisions.md, "Control plane").
+				return nil, Errorf(CodeInvalidRequest, "collection %s already exists in this space; choose another collection_id or omit it", id).
+					WithDetails("field", "collection_id", "collection_id", id, "reason", "already_exists")
 			}
 			c := Collection{CollectionID: id, SourceActorID: req.SourceActorID, Scope: req.Scope}
 			return &onceTx{resourceID: id, build: func(uint64) ([]port.Op, any, []port.Published) {
@@ -499,6 +584,13 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 					return nil, Errorf(CodeNotFound, "no such collection").WithDetails("collection_id", req.CollectionID)
 				}
 			}
+			if req.BlobID != "" {
+				if _, _, found, err := getRecord[blobRecord](ctx, s.store, keyBlob(spaceID, req.BlobID)); err != nil {
+					return nil, err
+				} else if !found {
+					return nil, Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", req.BlobID)
+				}
+			}
 			actorOp, _, err := s.actorUpdate(ctx, spaceID, req.ActorID, nil)
 			if err != nil {
 				return nil, err
@@ -516,33 +608,36 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 	return decodeResult[GrantResult](raw, err)
 }
 
-// RevokeGrant revokes a grant (idempotent) and increments the holder's authorization generation.
-func (s *Service) RevokeGrant(ctx context.Context, spaceID, grantID string) (GrantResult, error) {
+// RevokeGrant revokes a grant (idempotent) and increments the holder's authorization generation. With a
+// request_id a retry returns the first result.
+func (s *Service) RevokeGrant(ctx context.Context, spaceID, grantID string, req ...ChangeRequest) (GrantResult, error) {
+	rid, err := changeRequestID(req)
+	if err != nil {
+		return GrantResult{}, err
+	}
 	if _, err := s.space(ctx, spaceID); err != nil {
 		return GrantResult{}, err
 	}
-	var out Grant
-	err := s.commitRetry(ctx, "revoke grant", func(ctx context.Context) ([]port.Op, error) {
-		g, _, found, err := getRecord[Grant](ctx, s.store, keyGrantRef(spaceID, grantID))
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, Errorf(CodeNotFound, "no such grant")
-		}
-		g.Revoked = true
-		out = g
-		actorOp, _, err := s.actorUpdate(ctx, spaceID, g.ActorID, nil)
-		if err != nil {
-			return nil, err
-		}
-		return []port.Op{
-			actorOp,
-			port.Put(item(keyGrant(spaceID, g.ActorID, g.GrantID), g), port.Exists()),
-			port.Put(item(keyGrantRef(spaceID, g.GrantID), g), port.Exists()),
-		}, nil
-	})
-	return grantResult(out), err
+	return adminChange(ctx, s, spaceID, "admin.grant.revoke", rid, map[string]any{"grant_id": grantID},
+		func(ctx context.Context) ([]port.Op, GrantResult, error) {
+			g, _, found, err := getRecord[Grant](ctx, s.store, keyGrantRef(spaceID, grantID))
+			if err != nil {
+				return nil, GrantResult{}, err
+			}
+			if !found {
+				return nil, GrantResult{}, Errorf(CodeNotFound, "no such grant")
+			}
+			g.Revoked = true
+			actorOp, _, err := s.actorUpdate(ctx, spaceID, g.ActorID, nil)
+			if err != nil {
+				return nil, GrantResult{}, err
+			}
+			return []port.Op{
+				actorOp,
+				port.Put(item(keyGrant(spaceID, g.ActorID, g.GrantID), g), port.Exists()),
+				port.Put(item(keyGrantRef(spaceID, g.GrantID), g), port.Exists()),
+			}, grantResult(g), nil
+		}, nil)
 }
 
 // CreateTokenRequest is the body of POST …/tokens.
@@ -625,6 +720,10 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 			if !found || a.Revoked {
 				return nil, Errorf(CodeNotFound, "no such actor").WithDetails("actor_id", req.ActorID)
 			}
+			// Checked for a new token only: a retry of a create that succeeded replays it even after expiry.
+			if expires != nil && !expires.After(s.clock.Now()) {
+				return nil, Errorf(CodeInvalidRequest, "expires_at must be in the future").WithDetails("field", "expires_at")
+			}
 			if req.ConsumerID != "" {
 				c, _, found, err := getRecord[Consumer](ctx, s.store, keyConsumer(spaceID, req.ConsumerID))
 				if err != nil {
@@ -634,18 +733,18 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 					return nil, Errorf(CodeNotFound, "no such consumer of this actor").WithDetails("consumer_id", req.ConsumerID)
 				}
 			}
-			secret, err = s.newTokenSecret()
+			fresh, err := s.newTokenSecret()
 			if err != nil {
 				return nil, err
 			}
 			t := Token{TokenID: s.ids.NewID("tok"), SpaceID: spaceID, ActorID: req.ActorID, ConsumerID: req.ConsumerID,
-				Scopes: scopes, ExpiresAt: expires, Digest: tokenDigest(secret)}
+				Scopes: scopes, ExpiresAt: expires, Digest: tokenDigest(fresh)}
 			return &onceTx{resourceID: t.TokenID, build: func(uint64) ([]port.Op, any, []port.Published) {
 				return []port.Op{
 					port.Put(item(keyTokenByDigest(t.Digest), t), port.NotExists()),
 					port.Put(item(keyTokenByID(spaceID, t.TokenID), t, attrDigest, t.Digest), port.NotExists()),
 				}, tokenResult(t, ""), nil
-			}}, nil
+			}, committed: func() { secret = fresh }}, nil
 		},
 	})
 	res, err := decodeResult[TokenResult](raw, err)
@@ -656,61 +755,71 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 }
 
 // RevokeToken revokes a token (idempotent) and increments its actor's authorization generation, so that
-// submissions in flight with it cannot commit (SUPPLEMENT §7.4).
-func (s *Service) RevokeToken(ctx context.Context, spaceID, tokenID string) (TokenResult, error) {
-	return s.changeToken(ctx, spaceID, tokenID, false)
+// submissions in flight with it cannot commit (SUPPLEMENT §7.4). With a request_id a retry returns the
+// first result.
+func (s *Service) RevokeToken(ctx context.Context, spaceID, tokenID string, req ...ChangeRequest) (TokenResult, error) {
+	return s.changeToken(ctx, spaceID, tokenID, false, req)
 }
 
 // RotateToken replaces a token's secret, keeping its ID, actor, consumer and scopes; the old secret stops
-// working at once. The new secret is returned once.
-func (s *Service) RotateToken(ctx context.Context, spaceID, tokenID string) (TokenResult, error) {
-	return s.changeToken(ctx, spaceID, tokenID, true)
+// working at once. The new secret is returned once. With a request_id a retry returns the first result
+// without the secret (it is not stored) and does not rotate again.
+func (s *Service) RotateToken(ctx context.Context, spaceID, tokenID string, req ...ChangeRequest) (TokenResult, error) {
+	return s.changeToken(ctx, spaceID, tokenID, true, req)
 }
 
-func (s *Service) changeToken(ctx context.Context, spaceID, tokenID string, rotate bool) (TokenResult, error) {
+func (s *Service) changeToken(ctx context.Context, spaceID, tokenID string, rotate bool, req []ChangeRequest) (TokenResult, error) {
+	rid, err := changeRequestID(req)
+	if err != nil {
+		return TokenResult{}, err
+	}
 	if _, err := s.space(ctx, spaceID); err != nil {
 		return TokenResult{}, err
 	}
 	if !ValidID(tokenID) {
 		return TokenResult{}, Errorf(CodeNotFound, "no such token")
 	}
-	var out Token
-	var secret string
-	err := s.commitRetry(ctx, "change token", func(ctx context.Context) ([]port.Op, error) {
-		t, it, found, err := getRecord[Token](ctx, s.store, keyTokenByID(spaceID, tokenID))
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, Errorf(CodeNotFound, "no such token")
-		}
-		if rotate && t.Revoked {
-			return nil, Errorf(CodeForbidden, "a revoked token cannot be rotated")
-		}
-		actorOp, _, err := s.actorUpdate(ctx, spaceID, t.ActorID, nil)
-		if err != nil {
-			return nil, err
-		}
-		oldDigest := t.Digest
-		ops := []port.Op{actorOp}
-		if rotate {
-			secret, err = s.newTokenSecret()
+	op := "admin.token.revoke"
+	if rotate {
+		op = "admin.token.rotate"
+	}
+	var secret, committedSecret string
+	res, err := adminChange(ctx, s, spaceID, op, rid, map[string]any{"token_id": tokenID},
+		func(ctx context.Context) ([]port.Op, TokenResult, error) {
+			t, it, found, err := getRecord[Token](ctx, s.store, keyTokenByID(spaceID, tokenID))
 			if err != nil {
-				return nil, err
+				return nil, TokenResult{}, err
 			}
-			t.Digest = tokenDigest(secret)
-			ops = append(ops,
-				port.Delete(keyTokenByDigest(oldDigest), port.Exists()),
-				port.Put(item(keyTokenByDigest(t.Digest), t), port.NotExists()))
-		} else {
-			t.Revoked = true
-			ops = append(ops, port.Put(item(keyTokenByDigest(oldDigest), t), port.Cond{}))
-		}
-		out = t
-		return append(ops, port.Put(item(it.Key, t, attrDigest, t.Digest), port.AttrEquals(attrDigest, oldDigest))), nil
-	})
+			if !found {
+				return nil, TokenResult{}, Errorf(CodeNotFound, "no such token")
+			}
+			if rotate && t.Revoked {
+				return nil, TokenResult{}, Errorf(CodeForbidden, "a revoked token cannot be rotated")
+			}
+			actorOp, _, err := s.actorUpdate(ctx, spaceID, t.ActorID, nil)
+			if err != nil {
+				return nil, TokenResult{}, err
+			}
+			oldDigest := t.Digest
+			ops := []port.Op{actorOp}
+			if rotate {
+				if secret, err = s.newTokenSecret(); err != nil {
+					return nil, TokenResult{}, err
+				}
+				t.Digest = tokenDigest(secret)
+				ops = append(ops,
+					port.Delete(keyTokenByDigest(oldDigest), port.Exists()),
+					port.Put(item(keyTokenByDigest(t.Digest), t), port.NotExists()))
+			} else {
+				t.Revoked = true
+				ops = append(ops, port.Put(item(keyTokenByDigest(oldDigest), t), port.Cond{}))
+			}
+			ops = append(ops, port.Put(item(it.Key, t, attrDigest, t.Digest), port.AttrEquals(attrDigest, oldDigest)))
+			return ops, tokenResult(t, ""), nil // the stored result never holds the secret
+		}, func() { committedSecret = secret })
 	if err != nil {
 		return TokenResult{}, err
 	}
-	return tokenResult(out, secret), nil
+	res.Token = committedSecret // only the call whose rotation committed sees the new secret
+	return res, nil
 }

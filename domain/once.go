@@ -26,6 +26,9 @@ type onceTx struct {
 	seqSpace   string // space whose sequence to allocate from, when count > 0
 	count      uint64
 	build      func(first uint64) (ops []port.Op, result any, published []port.Published)
+	// committed, when set, runs once this transaction committed (not when an earlier result is replayed):
+	// it hands back what only the committing call may see, such as a token secret.
+	committed func()
 }
 
 // replay returns the stored outcome of an existing submission with the same key.
@@ -79,6 +82,9 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 		}
 		_, err = s.store.Commit(ctx, tx)
 		if err == nil {
+			if otx.committed != nil {
+				otx.committed()
+			}
 			return result, published, nil
 		}
 		if errors.Is(err, port.ErrCounterExhausted) {

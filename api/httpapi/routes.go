@@ -108,11 +108,12 @@ func (a *API) routes() {
 		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/actors/{actor_id}/revoke", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
-		if _, rid, err := body[emptyRequest](a, r, "admin.empty.request"); err != nil {
+		req, rid, err := body[domain.ChangeRequest](a, r, "admin.empty.request")
+		if err != nil {
 			return rid, nil, err
 		}
-		res, err := a.svc.RevokeActor(ctx, r.PathValue("space_id"), r.PathValue("actor_id"))
-		return "", res, err
+		res, err := a.svc.RevokeActor(ctx, r.PathValue("space_id"), r.PathValue("actor_id"), req)
+		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/consumers", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
 		req, rid, err := body[domain.CreateConsumerRequest](a, r, "admin.consumer.create.request")
@@ -147,11 +148,12 @@ func (a *API) routes() {
 		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/grants/{grant_id}/revoke", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
-		if _, rid, err := body[emptyRequest](a, r, "admin.empty.request"); err != nil {
+		req, rid, err := body[domain.ChangeRequest](a, r, "admin.empty.request")
+		if err != nil {
 			return rid, nil, err
 		}
-		res, err := a.svc.RevokeGrant(ctx, r.PathValue("space_id"), r.PathValue("grant_id"))
-		return "", res, err
+		res, err := a.svc.RevokeGrant(ctx, r.PathValue("space_id"), r.PathValue("grant_id"), req)
+		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/tokens", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
 		req, rid, err := body[domain.CreateTokenRequest](a, r, "admin.token.create.request")
@@ -162,18 +164,20 @@ func (a *API) routes() {
 		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/tokens/{token_id}/revoke", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
-		if _, rid, err := body[emptyRequest](a, r, "admin.empty.request"); err != nil {
+		req, rid, err := body[domain.ChangeRequest](a, r, "admin.empty.request")
+		if err != nil {
 			return rid, nil, err
 		}
-		res, err := a.svc.RevokeToken(ctx, r.PathValue("space_id"), r.PathValue("token_id"))
-		return "", res, err
+		res, err := a.svc.RevokeToken(ctx, r.PathValue("space_id"), r.PathValue("token_id"), req)
+		return req.RequestID, res, err
 	}))
 	m.HandleFunc("POST "+sp+"/tokens/{token_id}/rotate", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
-		if _, rid, err := body[emptyRequest](a, r, "admin.empty.request"); err != nil {
+		req, rid, err := body[domain.ChangeRequest](a, r, "admin.empty.request")
+		if err != nil {
 			return rid, nil, err
 		}
-		res, err := a.svc.RotateToken(ctx, r.PathValue("space_id"), r.PathValue("token_id"))
-		return "", res, err
+		res, err := a.svc.RotateToken(ctx, r.PathValue("space_id"), r.PathValue("token_id"), req)
+		return req.RequestID, res, err
 	}))
 }
 
@@ -184,7 +188,7 @@ func queryInt(s string, def int) (int, error) {
 	return strconv.Atoi(s)
 }
 
-// emptyRequest is the body of revoke and rotate calls: empty, or an optional request_id.
+// emptyRequest is the body of the redeliver call: empty, or an optional request_id.
 type emptyRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 }

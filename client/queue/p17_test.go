@@ -338,8 +338,14 @@ func TestP17ClientDurableQueue(t *testing.T) {
 				a.open(t)
 			},
 			"view change": func(t *rapid.T) {
-				// Bumps view_revision: the stored cursor and any owed checkpoint become CURSOR_SCOPE_CHANGED.
-				_, err := w.admin.UpdateConsumer(context.Background(), w.spaceID, w.consumerB, domain.UpdateConsumerRequest{View: domain.ViewInbox})
+				// Bumps view_revision: the stored cursor and any owed checkpoint become CURSOR_SCOPE_CHANGED. The
+				// filter alternates between none and every item type, two filters that hide nothing (a PATCH
+				// that changes nothing would keep the view revision).
+				filter := &domain.Filter{}
+				if a.viewChanges%2 == 0 {
+					filter.ItemTypes = []string{string(domain.ItemMessage), string(domain.ItemMemoryRevision), string(domain.ItemReceipt)}
+				}
+				_, err := w.admin.UpdateConsumer(context.Background(), w.spaceID, w.consumerB, domain.UpdateConsumerRequest{Filter: filter})
 				if err != nil {
 					t.Fatalf("UpdateConsumer: %v", err)
 				}

@@ -90,7 +90,7 @@ func TestAckReplayAfterViewChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Svc.UpdateConsumer(ctx, sp.SpaceID, b.ConsumerID, domain.UpdateConsumerRequest{View: domain.ViewInbox}); err != nil {
+	if _, err := f.Svc.UpdateConsumer(ctx, sp.SpaceID, b.ConsumerID, domain.UpdateConsumerRequest{Filter: &domain.Filter{ProducerIDs: []string{a.ActorID}}}); err != nil {
 		t.Fatal(err)
 	}
 	p := f.Principal(b.Token)

@@ -691,23 +691,29 @@ func (w *mWorld) conflictAck(sp *mSpace) {
 	w.sync(sp)
 }
 
-// updateConsumer changes c's view and filter: a new view revision.
-func (w *mWorld) updateConsumer(c *mConsumer, view domain.View, filter *domain.Filter) {
+// updateConsumer changes c's view and filter: a new view revision, unless neither changes (then nothing
+// happens and every cursor stays valid). It reports whether the view revision changed.
+func (w *mWorld) updateConsumer(c *mConsumer, view domain.View, filter *domain.Filter) bool {
 	w.t.Helper()
 	res, err := w.svc.UpdateConsumer(w.ctx, c.sp.id, c.id, domain.UpdateConsumerRequest{View: view, Filter: filter})
 	if err != nil {
 		w.fatalf("UpdateConsumer: %v", err)
 	}
+	oldView, oldFilter := c.view, c.filter
 	if view != "" {
 		c.view = view
 	}
 	if filter != nil {
 		c.filter = filter.Normalize()
 	}
-	c.rev++
+	changed := c.view != oldView || !reflect.DeepEqual(c.filter, oldFilter)
+	if changed {
+		c.rev++
+	}
 	if res.ViewRevision != c.rev || res.View != c.view || !reflect.DeepEqual(res.Filter, c.filter) {
 		w.fatalf("UpdateConsumer: %+v, want view %s filter %+v revision %d", res, c.view, c.filter, c.rev)
 	}
+	return changed
 }
 
 // Generators shared by the world-based properties.
