@@ -44,8 +44,8 @@ func (c *Client) ReadMemory(ctx context.Context, collectionID string, req domain
 	if req.Cursor != nil && *req.Cursor != "" {
 		q.Set("cursor", *req.Cursor)
 	}
-	if req.IncludeTombstones {
-		q.Set("include_tombstones", "true")
+	if req.IncludeTombstones != nil {
+		q.Set("include_tombstones", strconv.FormatBool(*req.IncludeTombstones))
 	}
 	var out domain.MemoryPage
 	if err := c.t.do(ctx, http.MethodGet, collectionPath(collectionID)+"/items", q, nil, &out); err != nil {

@@ -69,7 +69,7 @@ func TestMemoryPublishReadExport(t *testing.T) {
 	if err != nil || got != 2 || !slices.Equal(ids, []string{"it_a_md", "it_b_c_md"}) {
 		t.Fatalf("ReadAllMemory: revision %d, ids %v, %v", got, ids, err)
 	}
-	page, err := w.reader.ReadMemory(ctx, w.collectionID, domain.MemoryReadRequest{Revision: rev(2), IncludeTombstones: true})
+	page, err := w.reader.ReadMemory(ctx, w.collectionID, domain.MemoryReadRequest{Revision: rev(2), IncludeTombstones: ptrTrue()})
 	if err != nil || len(page.Items) != 3 || page.Items[2].State != "tombstone" || *page.Items[2].DeletedInRevision != 2 {
 		t.Fatalf("read with tombstones: %+v, %v", page, err)
 	}
@@ -177,3 +177,5 @@ func TestMemoryManifestPublish(t *testing.T) {
 		t.Fatalf("read back %d items: %v", n, err)
 	}
 }
+
+func ptrTrue() *bool { t := true; return &t }

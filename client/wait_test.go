@@ -54,8 +54,8 @@ func TestWaitFeed(t *testing.T) {
 		t.Fatal("the wait did not return within 10 s of the send")
 	}
 
-	if _, err := c.WaitFeed(ctx, domain.WaitRequest{ConsumerID: w.writerConsumer, TimeoutMS: 10_000_000}); !client.IsCode(err, domain.CodeInvalidRequest) {
-		t.Fatalf("timeout above feed_wait_max_ms: %v, want INVALID_REQUEST", err)
+	if _, err := c.WaitFeed(ctx, domain.WaitRequest{ConsumerID: w.writerConsumer, TimeoutMS: 10_000_000}); !client.IsCode(err, domain.CodeResourceLimit) {
+		t.Fatalf("timeout above feed_wait_max_ms: %v, want RESOURCE_LIMIT", err)
 	}
 	bad := "not-a-cursor"
 	if _, err := c.WaitFeed(ctx, domain.WaitRequest{ConsumerID: w.writerConsumer, Cursor: &bad, TimeoutMS: 10}); !client.IsCode(err, domain.CodeInvalidCursor) {

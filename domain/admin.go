@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // Control-plane operations (SUPPLEMENT §11.3). The transport authenticates the instance administrator
@@ -258,7 +259,7 @@ func adminChange[T any](ctx context.Context, s *Service, spaceID, op, requestID 
 
 // RevokeActor revokes an actor: every credential of it stops working at once. Idempotent by nature; an
 // optional request_id also makes a retry return the first result. The space's default recipient cannot be
-// revoked: RFC §4 does not let the default identity be replaced in v0.1, and messages without recipient_ids
+// revoked: RFC §4.2 does not let the default identity be replaced in v0.1, and messages without recipient_ids
 // go to it.
 func (s *Service) RevokeActor(ctx context.Context, spaceID, actorID string, req ...ChangeRequest) (ActorResult, error) {
 	rid, err := changeRequestID(req)
@@ -504,7 +505,10 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 			}
 			c := Collection{CollectionID: id, SourceActorID: req.SourceActorID, Scope: req.Scope}
 			return &onceTx{resourceID: id, build: func(uint64) ([]port.Op, any, []port.Published) {
-				return []port.Op{port.Put(item(keyCollection(spaceID, id), c, attrVersion, "0"), port.NotExists())},
+				return []port.Op{
+						port.Put(item(keyCollection(spaceID, id), c, attrVersion, "0"), port.NotExists()),
+						port.Put(port.Item{Key: keySourceCollection(spaceID, c.SourceActorID, id)}, port.Cond{}),
+					},
 					CollectionResult{CollectionID: id, SourceActorID: c.SourceActorID, Scope: c.Scope}, nil
 			}}, nil
 		},
@@ -692,7 +696,7 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 	scopes = slices.Compact(scopes)
 	for _, sc := range scopes {
 		if !slices.Contains(AllScopes(), sc) {
-			return TokenResult{}, Errorf(CodeInvalidRequest, "unknown scope %q", sc).WithDetails("field", "scopes")
+			return TokenResult{}, Errorf(CodeInvalidRequest, "unknown scope %q", echo.Clip(string(sc))).WithDetails("field", "scopes")
 		}
 	}
 	var expires *time.Time

@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -405,8 +404,10 @@ func (s *Service) readableBlob(ctx context.Context, p *Principal, blobID string)
 	return b, nil
 }
 
-// referencedForReader reports whether a message visible to p, or a collection p may read, references the blob.
+// referencedForReader reports whether a message visible to p, or a revision of a collection p may read,
+// references the blob.
 func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID string) (bool, error) {
+	sources := map[string]bool{} // collection → p is its source
 	after := ""
 	for {
 		refs, err := s.store.Query(ctx, port.Query{PK: pkBlobRefs(p.SpaceID, blobID), After: after, Limit: 100})
@@ -422,53 +423,17 @@ func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID 
 				} else if CodeOf(err) != CodeNotFound {
 					return false, err
 				}
+			case "col":
+				if ok, err := s.memoryRefReadable(ctx, p, id, sources); err != nil || ok {
+					return ok, err
+				}
 			}
 		}
 		if len(refs) < 100 {
-			break
+			return false, nil
 		}
 		after = refs[len(refs)-1].SK
 	}
-	// Memory items: a blob referenced by a revision of a collection p may read (its grants, and the
-	// collections p is the source of).
-	if !p.HasScope(ScopeMemoryRead) {
-		return false, nil
-	}
-	colls, err := s.readableCollections(ctx, p)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range colls {
-		if ok, err := s.collectionHasBlob(ctx, p.SpaceID, c, blobID); err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
-}
-
-// readableCollections lists the collections p may read: memory.read grants and the collections whose
-// source p is (at most 1000 of the space's collections are considered for the latter).
-func (s *Service) readableCollections(ctx context.Context, p *Principal) ([]string, error) {
-	var out []string
-	for _, g := range p.Grants {
-		if g.Permission == PermMemoryRead && !slices.Contains(out, g.CollectionID) {
-			out = append(out, g.CollectionID)
-		}
-	}
-	items, err := s.store.Query(ctx, port.Query{PK: "SP#" + p.SpaceID, After: "COL#", UpTo: "COL#~", Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	for _, it := range items {
-		c, err := decodeItem[Collection](it)
-		if err != nil {
-			return nil, err
-		}
-		if c.SourceActorID == p.ActorID && !slices.Contains(out, c.CollectionID) {
-			out = append(out, c.CollectionID)
-		}
-	}
-	return out, nil
 }
 
 // GetBlob returns a blob's metadata and, when sealed, its authorized download path (blob.get).

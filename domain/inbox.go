@@ -105,21 +105,51 @@ func (s *Service) cursorAt(fs feedScope, pos uint64) string {
 }
 
 // partitions are the feed partitions a consumer's view reads: the space feed for space_log; for inbox,
-// its actor's inbox plus the feed of every collection it may read.
-func (fs feedScope) partitions() []string {
+// its actor's inbox plus the feed of every collection it may read (RFC §4, §8: its memory.read grants and
+// the collections it is the source of).
+func (s *Service) partitions(ctx context.Context, fs feedScope) ([]string, error) {
 	p := fs.p
 	if fs.consumer.View == ViewSpaceLog {
-		return []string{pkFeed(p.SpaceID)}
+		return []string{pkFeed(p.SpaceID)}, nil
 	}
 	out := []string{pkInbox(p.SpaceID, p.ActorID)}
-	if p.HasScope(ScopeMemoryRead) {
-		for _, g := range p.Grants {
-			if g.Permission == PermMemoryRead && !slices.Contains(out, pkCollectionFeed(p.SpaceID, g.CollectionID)) {
-				out = append(out, pkCollectionFeed(p.SpaceID, g.CollectionID))
-			}
+	if !p.HasScope(ScopeMemoryRead) {
+		return out, nil
+	}
+	add := func(coll string) {
+		if pk := pkCollectionFeed(p.SpaceID, coll); !slices.Contains(out, pk) {
+			out = append(out, pk)
 		}
 	}
-	return out
+	for _, g := range p.Grants {
+		if g.Permission == PermMemoryRead {
+			add(g.CollectionID)
+		}
+	}
+	colls, err := s.sourceCollections(ctx, p.SpaceID, p.ActorID)
+	for _, c := range colls {
+		add(c)
+	}
+	return out, err
+}
+
+// sourceCollections lists the collections an actor is the source of.
+func (s *Service) sourceCollections(ctx context.Context, space, actor string) ([]string, error) {
+	var out []string
+	after := ""
+	for {
+		items, err := s.store.Query(ctx, port.Query{PK: pkSourceCollections(space, actor), After: after, Limit: 200})
+		if err != nil {
+			return nil, fmt.Errorf("listing source collections: %w", err)
+		}
+		for _, it := range items {
+			out = append(out, it.SK)
+		}
+		if len(items) < 200 {
+			return out, nil
+		}
+		after = items[len(items)-1].SK
+	}
 }
 
 // visible reports whether an item is in the intersection of space, rights, view and filter (RFC §8.1).
@@ -137,7 +167,8 @@ func (fs feedScope) visible(fi FeedItem, applyFilter bool) bool {
 		}
 	case ItemMemoryRevision:
 		var d MemoryRevisionItemData
-		if err := jsonUnmarshal(fi.Data, &d); err != nil || !p.HasScope(ScopeMemoryRead) || !p.HasGrant(PermMemoryRead, d.CollectionID) {
+		if err := jsonUnmarshal(fi.Data, &d); err != nil || !p.HasScope(ScopeMemoryRead) ||
+			!(p.HasGrant(PermMemoryRead, d.CollectionID) || d.SourceActorID == p.ActorID) {
 			return false
 		}
 		if applyFilter && len(fs.consumer.Filter.CollectionIDs) > 0 && !slices.Contains(fs.consumer.Filter.CollectionIDs, d.CollectionID) {
@@ -213,7 +244,11 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 		page.NextCursor = s.cursorAt(fs, pos)
 		return page, nil
 	}
-	m := newMerger(s, fs.partitions(), pos, head, min(limit+1, 200))
+	pks, err := s.partitions(ctx, fs)
+	if err != nil {
+		return Page{}, err
+	}
+	m := newMerger(s, pks, pos, head, min(limit+1, 200))
 	budget := limit * scanBudgetFactor
 	scanned := pos
 	for ; budget > 0; budget-- {

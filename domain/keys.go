@@ -41,6 +41,14 @@ func keySubmission(space, producer, op, requestID string) port.Key {
 func keyMessage(space, msg string) port.Key {
 	return port.Key{PK: "MS#" + space + "#" + msg, SK: "MSG"}
 }
+
+// keyThread is a thread's record: who produced and who received its messages, for the rule that only those
+// who can see a message of a thread may join it by thread_id (RFC §6). A thread started without thread_id
+// has no record until a reply or a thread_id send names it: its first message is found from its ID.
+func keyThread(space, thread string) port.Key {
+	return port.Key{PK: "TH#" + space + "#" + thread, SK: "THREAD"}
+}
+
 func pkFeed(space string) string { return "FD#" + space }
 func keyFeed(space string, seq uint64) port.Key {
 	return port.Key{PK: pkFeed(space), SK: seqSK(seq)}
@@ -98,6 +106,13 @@ func blobObjectKey(space, blob string) string { return "spaces/" + space + "/blo
 func pkRevisions(space, coll string) string { return "MR#" + space + "#" + coll }
 func keyRevision(space, coll string, rev int64) port.Key {
 	return port.Key{PK: pkRevisions(space, coll), SK: fmt.Sprintf("%020d", rev)}
+}
+
+// pkSourceCollections lists the collections an actor is the source of (one entry per collection, SK = its
+// ID), so that the actor's inbox view merges their feeds without scanning the space's collections.
+func pkSourceCollections(space, actor string) string { return "AC#" + space + "#" + actor }
+func keySourceCollection(space, actor, coll string) port.Key {
+	return port.Key{PK: pkSourceCollections(space, actor), SK: coll}
 }
 
 // pkCollectionFeed holds a copy of each memory_revision feed item of a collection, so that inbox views of

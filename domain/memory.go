@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // OpMemoryPublish is the idempotency operation name of memory.publish.
@@ -140,7 +141,7 @@ func (s *Service) checkChanges(ctx context.Context, p *Principal, mode string, c
 	paths := map[string]bool{}
 	for _, it := range ch.items {
 		if !ValidID(it.ItemID) {
-			return bad("item_id %q must match [A-Za-z0-9_-]{1,96}", it.ItemID)
+			return bad("item_id %q must match [A-Za-z0-9_-]{1,96}", echo.Clip(it.ItemID))
 		}
 		if ids[it.ItemID] {
 			return bad("item_id %s appears twice", it.ItemID)
@@ -154,7 +155,7 @@ func (s *Service) checkChanges(ctx context.Context, p *Principal, mode string, c
 			return bad("item %s: %s", it.ItemID, err)
 		}
 		if paths[it.Path] {
-			return bad("path %q is used by two items", it.Path)
+			return bad("path %q is used by two items", echo.Clip(it.Path))
 		}
 		paths[it.Path] = true
 		if !ValidID(it.BlobID) {
@@ -163,7 +164,7 @@ func (s *Service) checkChanges(ctx context.Context, p *Principal, mode string, c
 	}
 	for _, d := range ch.deletes {
 		if !ValidID(d) {
-			return bad("delete_ids entry %q must match [A-Za-z0-9_-]{1,96}", d)
+			return bad("delete_ids entry %q must match [A-Za-z0-9_-]{1,96}", echo.Clip(d))
 		}
 		if ids[d] {
 			return bad("item_id %s is both upserted and deleted", d)
@@ -236,13 +237,14 @@ func (s *Service) loadManifest(ctx context.Context, p *Principal, blobID string)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return memoryChanges{}, Errorf(CodeInvalidManifest, "the manifest is not a JSON object {items, delete_ids}: %v", err)
+		return memoryChanges{}, Errorf(CodeInvalidManifest, "the manifest is not a JSON object {items, delete_ids}: %s", echo.Clip(err.Error()))
 	}
 	if dec.More() {
 		return memoryChanges{}, Errorf(CodeInvalidManifest, "the manifest has trailing data")
 	}
-	if n := len(m.Items) + len(m.DeleteIDs); n > s.limits.MemoryManifestChangesMax {
-		return memoryChanges{}, Errorf(CodeInvalidManifest, "the manifest has %d changes; at most %d", n, s.limits.MemoryManifestChangesMax)
+	if n := len(m.Items) + len(m.DeleteIDs); n > s.limits.MemoryManifestChangesMax { // a published limit (SUPPLEMENT §5.3)
+		return memoryChanges{}, Errorf(CodeResourceLimit, "the manifest has %d changes; at most memory_manifest_changes_max (%d)", n, s.limits.MemoryManifestChangesMax).
+			WithDetails("field", "manifest_blob_id", "limit", s.limits.MemoryManifestChangesMax, "limit_name", "memory_manifest_changes_max")
 	}
 	return memoryChanges{items: m.Items, deletes: m.DeleteIDs}, nil
 }
@@ -457,9 +459,9 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 		// the items a delta leaves in place.
 		if req.ManifestBlobID != "" {
 			return MemoryPublishResult{}, false, s.failSubmission(ctx, key, OpMemoryPublish, req.RequestID, fp, coll.CollectionID,
-				Errorf(CodeInvalidManifest, "path %q would be used by two items", path))
+				Errorf(CodeInvalidManifest, "path %q would be used by two items", echo.Clip(path)))
 		}
-		return MemoryPublishResult{}, false, Errorf(CodeInvalidRequest, "path %q would be used by two items", path).WithDetails("field", "path")
+		return MemoryPublishResult{}, false, Errorf(CodeInvalidRequest, "path %q would be used by two items", echo.Clip(path)).WithDetails("field", "path")
 	}
 	if len(st.Entries) > s.limits.CollectionEntriesMax {
 		return MemoryPublishResult{}, false, Errorf(CodeResourceLimit, "the collection would hold %d entries; at most %d", len(st.Entries), s.limits.CollectionEntriesMax).WithDetails("limit", s.limits.CollectionEntriesMax)
@@ -478,12 +480,16 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 	if next > s.limits.RevisionMax {
 		return MemoryPublishResult{}, false, Errorf(CodeResourceLimit, "the collection reached revision_max")
 	}
-	// Prepare the complete next state as an immutable object, then commit (RFC §10.5).
+	// Prepare the complete next state as an immutable object and the references of the blobs it adds, then
+	// commit (RFC §10.5).
 	stateKey := memoryStateKey(p.SpaceID, coll.CollectionID, next, fp[:16])
 	raw := encode(st)
 	sum := sha256.Sum256(raw)
 	if _, err := s.blobs.Put(ctx, stateKey, int64(len(raw)), hex.EncodeToString(sum[:]), bytes.NewReader(raw)); err != nil && !errors.Is(err, port.ErrBlobExists) {
 		return MemoryPublishResult{}, false, fmt.Errorf("memory.publish: writing state: %w", err)
+	}
+	if err := s.recordBlobRefs(ctx, p.SpaceID, coll.CollectionID, next, fp[:16], cur, st); err != nil {
+		return MemoryPublishResult{}, false, err
 	}
 	var res MemoryPublishResult
 	var pub port.Published

@@ -5,17 +5,22 @@ import (
 	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/waypost/waypost/domain/port"
 )
 
-// MemoryReadRequest is the input of memory.read (RFC §10.6).
+// MemoryReadRequest is the input of memory.read (RFC §10.6). Revision and IncludeTombstones are nil when
+// the caller does not give them: the head and false on a first page, the cursor's values on a later one.
 type MemoryReadRequest struct {
 	Revision          *int64
 	Limit             int
 	Cursor            *string
-	IncludeTombstones bool
+	IncludeTombstones *bool
 }
 
 // MemoryPage is one page of a collection state.
@@ -62,7 +67,8 @@ func (c cursorCodec) decodeMemory(s string) (memoryCursorBody, error) {
 
 // ReadMemory pages through one revision of a collection in item-ID order (memory.read). The first call
 // without revision reads the head and returns the actual revision; every later page is pinned to the
-// cursor's revision, tombstone choice and rights.
+// cursor's revision, tombstone choice and rights: a later page that omits revision or include_tombstones
+// continues with the cursor's, one that gives another value is INVALID_CURSOR.
 func (s *Service) ReadMemory(ctx context.Context, p *Principal, collID string, req MemoryReadRequest) (MemoryPage, error) {
 	coll, _, err := s.collectionAccess(ctx, p, collID, false)
 	if err != nil {
@@ -76,7 +82,7 @@ func (s *Service) ReadMemory(ctx context.Context, p *Principal, collID string, r
 		return MemoryPage{}, err
 	}
 	gfp := p.grantFingerprint()
-	rev, after, tomb := coll.CurrentRevision, "", req.IncludeTombstones
+	rev, after, tomb := coll.CurrentRevision, "", req.IncludeTombstones != nil && *req.IncludeTombstones
 	if req.Cursor != nil && *req.Cursor != "" {
 		b, err := s.cursors.decodeMemory(*req.Cursor)
 		if err != nil {
@@ -85,10 +91,10 @@ func (s *Service) ReadMemory(ctx context.Context, p *Principal, collID string, r
 		if b.Space != p.SpaceID || b.Collection != collID || b.GrantFP != gfp {
 			return MemoryPage{}, Errorf(CodeCursorScopeChanged, "the cursor belongs to another collection or set of rights; read again without a cursor")
 		}
-		if (req.Revision != nil && *req.Revision != b.Revision) || b.Tombstones != tomb {
+		if (req.Revision != nil && *req.Revision != b.Revision) || (req.IncludeTombstones != nil && *req.IncludeTombstones != b.Tombstones) {
 			return MemoryPage{}, Errorf(CodeInvalidCursor, "the cursor is pinned to revision %d and include_tombstones=%v", b.Revision, b.Tombstones)
 		}
-		rev, after = b.Revision, b.After
+		rev, after, tomb = b.Revision, b.After, b.Tombstones
 	} else if req.Revision != nil {
 		if *req.Revision < 0 || *req.Revision > coll.CurrentRevision {
 			return MemoryPage{}, Errorf(CodeNotFound, "no such revision").WithDetails("revision", *req.Revision)
@@ -202,27 +208,74 @@ func (s *Service) ExportMemory(ctx context.Context, p *Principal, collID string,
 	return ex, nil
 }
 
-// blobLookback is how many revisions, from the head back, a blob reference is searched in.
-const blobLookback = 100
+// memoryBlobRef is the blob reference (keyBlobRef) written for a blob that enters a collection with a
+// revision: "col#<collection>#<revision>#<attempt>", the attempt being the one whose state object holds it.
+func memoryBlobRef(coll string, rev int64, attempt string) string {
+	return fmt.Sprintf("col#%s#%020d#%s", coll, rev, attempt)
+}
 
-// collectionHasBlob reports whether a recent revision of a collection (the head and up to blobLookback-1
-// before it) references a blob, as an active item or a tombstone; readers of those revisions may fetch it.
-func (s *Service) collectionHasBlob(ctx context.Context, space, coll, blobID string) (bool, error) {
-	it, found, err := s.store.Get(ctx, keyCollection(space, coll))
-	if err != nil || !found {
+// parseMemoryBlobRef inverts memoryBlobRef (given the part after "col#").
+func parseMemoryBlobRef(rest string) (coll string, rev int64, attempt string, ok bool) {
+	parts := strings.Split(rest, "#")
+	if len(parts) != 3 {
+		return "", 0, "", false
+	}
+	rev, err := strconv.ParseInt(parts[1], 10, 64)
+	return parts[0], rev, parts[2], err == nil && ValidID(parts[0])
+}
+
+// recordBlobRefs writes, before revision rev commits, a reference from every blob that enters the collection
+// with it (one that no entry of the current state holds) to this attempt. Every blob of every revision thus
+// has a reference to a committed revision that holds it (a blob of the current state has one already), and
+// readers of the collection may read it for as long as that revision is readable (blob.get). A reference of
+// an attempt that did not commit names a state object no revision record points to and is ignored.
+func (s *Service) recordBlobRefs(ctx context.Context, space, coll string, rev int64, attempt string, cur, next memoryState) error {
+	held := make(map[string]bool, len(cur.Entries))
+	for _, e := range cur.Entries {
+		held[e.BlobID] = true
+	}
+	var ops []port.Op
+	for _, e := range next.Entries {
+		if !held[e.BlobID] {
+			held[e.BlobID] = true
+			ops = append(ops, port.Put(port.Item{Key: keyBlobRef(space, e.BlobID, memoryBlobRef(coll, rev, attempt))}, port.Cond{}))
+		}
+	}
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), s.store.MaxOps())]
+		ops = ops[len(batch):]
+		if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return batch, nil }}); err != nil {
+			return fmt.Errorf("memory.publish: recording blob references: %w", err)
+		}
+	}
+	return nil
+}
+
+// memoryRefReadable reports whether a memory blob reference lets p read the blob: p may read the
+// collection (the memory.read scope, and its grant or being its source) and the reference's attempt is the
+// committed revision.
+func (s *Service) memoryRefReadable(ctx context.Context, p *Principal, rest string, sources map[string]bool) (bool, error) {
+	coll, rev, attempt, ok := parseMemoryBlobRef(rest)
+	if !ok || !p.HasScope(ScopeMemoryRead) {
+		return false, nil
+	}
+	if !p.HasGrant(PermMemoryRead, coll) {
+		source, known := sources[coll]
+		if !known {
+			c, _, found, err := getRecord[Collection](ctx, s.store, keyCollection(p.SpaceID, coll))
+			if err != nil {
+				return false, err
+			}
+			source = found && c.SourceActorID == p.ActorID
+			sources[coll] = source
+		}
+		if !source {
+			return false, nil
+		}
+	}
+	rr, _, found, err := getRecord[revisionRecord](ctx, s.store, keyRevision(p.SpaceID, coll, rev))
+	if err != nil {
 		return false, err
 	}
-	head := attrInt(it, attrVersion)
-	for rev := head; rev >= 1 && rev > head-blobLookback; rev-- {
-		st, _, err := s.stateAt(ctx, space, coll, rev)
-		if err != nil {
-			return false, err
-		}
-		for _, e := range st.Entries {
-			if e.BlobID == blobID {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+	return found && rr.StateKey == memoryStateKey(p.SpaceID, coll, rev, attempt), nil
 }

@@ -144,6 +144,10 @@ func (s *Service) validateSend(p *Principal, req SendRequest, defaultRecipient s
 			}
 		}
 	}
+	if req.RecipientIDs != nil && len(req.RecipientIDs) == 0 {
+		// RFC §4.2: a message that omits recipient_ids goes to the default recipient; an empty list names no one.
+		return n, Errorf(CodeInvalidRequest, "recipient_ids must name at least one recipient; omit it for the space's default recipient").WithDetails("field", "recipient_ids")
+	}
 	if req.InReplyTo != nil && len(req.RecipientIDs) == 0 {
 		return n, Errorf(CodeInvalidRequest, "a reply must name its recipients explicitly").WithDetails("field", "recipient_ids")
 	}
@@ -219,7 +223,11 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 		if err != nil {
 			return SendResult{}, err
 		}
-		sub = Submission{Operation: OpMessageSend, RequestID: req.RequestID, Fingerprint: fp, ResourceID: s.ids.NewID("msg"),
+		msgID := s.ids.NewID("msg")
+		if fixed.ThreadID == "" {
+			fixed.ThreadID = newThreadID(msgID)
+		}
+		sub = Submission{Operation: OpMessageSend, RequestID: req.RequestID, Fingerprint: fp, ResourceID: msgID,
 			State: StateReserved, ReservedAt: s.clock.Now().UTC(), Fixed: encode(fixed)}
 		if inline {
 			res, retry, err := s.commitSend(ctx, p, key, sub, fixed, n, true)
@@ -263,9 +271,11 @@ func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normali
 		fixed.ThreadID = orig.ThreadID
 	} else if n.ThreadID != nil {
 		fixed.ThreadID = *n.ThreadID
-	} else {
-		fixed.ThreadID = s.ids.NewID("thr")
-	}
+		// Checked before the reservation too, so that a refusal uses up no request ID.
+		if _, err := s.threadOp(ctx, p, fixed.ThreadID, fixed.RecipientIDs, true); err != nil {
+			return fixed, err
+		}
+	} // else a new thread, named after the message ID (newThreadID)
 	for _, id := range n.AttachmentIDs {
 		if _, err := s.referencableBlob(ctx, p, id); err != nil {
 			return fixed, err
@@ -317,11 +327,20 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 	if inline {
 		subCond = port.NotExists()
 	}
+	joins := n.InReplyTo != nil || n.ThreadID != nil // the message joins a thread it did not start
 	for attempt := 0; attempt < s.retries; attempt++ {
 		// Attachments are re-checked under the authorization this attempt commits with (the commit pins its
 		// generation): a blob.reference grant revoked since the preconditions must not publish (RFC §7.2).
 		for _, b := range n.AttachmentIDs {
 			if _, err := s.referencableBlob(ctx, p, b); err != nil {
+				return SendResult{}, false, err
+			}
+		}
+		// So is the thread: whether p may join it, and the update of its record (op 2, when there is one).
+		var threadOp *port.Op
+		if joins {
+			var err error
+			if threadOp, err = s.threadOp(ctx, p, fixed.ThreadID, fixed.RecipientIDs, n.InReplyTo == nil); err != nil {
 				return SendResult{}, false, err
 			}
 		}
@@ -350,9 +369,13 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				ops := []port.Op{
 					port.Put(item(key, committed, attrState, string(StateCommitted)), subCond),
 					genCheck(p),
-					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
-					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()),
 				}
+				if threadOp != nil {
+					ops = append(ops, *threadOp)
+				}
+				ops = append(ops,
+					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
+					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()))
 				fiData := encode(fi)
 				for _, r := range fixed.RecipientIDs {
 					ops = append(ops, port.Put(port.Item{Key: keyInbox(p.SpaceID, r, seq), Data: fiData}, port.NotExists()))
@@ -378,10 +401,11 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		if !ok {
 			return SendResult{}, false, fmt.Errorf("committing %s: %w", OpMessageSend, err)
 		}
-		switch idx {
-		case 0:
+		switch {
+		case idx == 0:
 			return SendResult{}, true, nil
-		case 1: // authorization changed since authentication: re-check before anything commits
+		case idx == 2 && threadOp != nil: // the thread changed concurrently: check it again
+		case idx == 1: // authorization changed since authentication: re-check before anything commits
 			fresh, aerr := s.refresh(ctx, p)
 			if aerr != nil {
 				return SendResult{}, false, aerr

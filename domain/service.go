@@ -100,8 +100,9 @@ func New(cfg Config) (*Service, error) {
 	if maxAck := (cfg.Store.MaxOps() - 4) / 3; s.limits.AckItemsMax > maxAck {
 		s.limits.AckItemsMax = maxAck
 	}
-	// A send writes 5 ops plus one inbox entry per recipient and one reference per attachment.
-	if budget := cfg.Store.MaxOps() - 5; s.limits.MaxRecipients+s.limits.MaxAttachments > budget {
+	// A send writes 6 ops (one updates its thread's record) plus one inbox entry per recipient and one
+	// reference per attachment.
+	if budget := cfg.Store.MaxOps() - 6; s.limits.MaxRecipients+s.limits.MaxAttachments > budget {
 		s.limits.MaxRecipients = min(s.limits.MaxRecipients, budget/2)
 		s.limits.MaxAttachments = min(s.limits.MaxAttachments, budget-s.limits.MaxRecipients)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // APIVersion is the wire API version (RFC §11.5).
@@ -277,10 +278,15 @@ type WireError struct {
 }
 
 // Wire returns the public error object of e.
+// Wire returns the error as the client sees it. A string detail never repeats more than the first 100
+// bytes of a caller's value.
 func (e *Error) Wire() WireError {
-	d := e.Details
-	if d == nil {
-		d = map[string]any{}
+	d := make(map[string]any, len(e.Details))
+	for k, v := range e.Details {
+		if s, ok := v.(string); ok {
+			v = echo.Clip(s)
+		}
+		d[k] = v
 	}
 	return WireError{Code: e.Code, Message: e.Message, Retryable: e.Code.Retryable(), Details: d}
 }

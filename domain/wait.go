@@ -28,8 +28,12 @@ func (s *Service) WaitFeed(ctx context.Context, p *Principal, req WaitRequest) (
 	if s.watcher == nil || !s.caps.LiveFeed {
 		return Page{}, Errorf(CodeUnsupported, "feed.wait (live_feed) is not available in this deployment")
 	}
-	if req.TimeoutMS < 0 || req.TimeoutMS > s.limits.FeedWaitMaxMS {
-		return Page{}, Errorf(CodeInvalidRequest, "timeout_ms must be between 0 and %d", s.limits.FeedWaitMaxMS).WithDetails("field", "timeout_ms")
+	if req.TimeoutMS < 0 {
+		return Page{}, Errorf(CodeInvalidRequest, "timeout_ms must not be negative").WithDetails("field", "timeout_ms")
+	}
+	if req.TimeoutMS > s.limits.FeedWaitMaxMS { // a published limit (SUPPLEMENT §5.3)
+		return Page{}, Errorf(CodeResourceLimit, "timeout_ms is above feed_wait_max_ms (%d)", s.limits.FeedWaitMaxMS).
+			WithDetails("field", "timeout_ms", "limit", s.limits.FeedWaitMaxMS, "limit_name", "feed_wait_max_ms")
 	}
 	fs, pos, limit, err := s.feedRead(ctx, p, req.ConsumerID, req.Cursor, req.Limit)
 	if err != nil {

@@ -42,6 +42,9 @@ func (a *API) blobRoutes() {
 	}))
 	m.HandleFunc("GET /v0/blobs/{blob_id}/content", func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.principal(r)
+		if err == nil {
+			err = checkPathIDs(r)
+		}
 		if err != nil {
 			a.fail(w, r, a.readID(), err)
 			return

@@ -19,6 +19,7 @@ import (
 	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/echo"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -70,7 +71,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		opts.Extra(a.mux, a)
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such route: %s %s", r.Method, r.URL.Path))
+		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such route: %s %s", echo.Clip(r.Method), echo.Clip(r.URL.Path)))
 	})
 	return a, nil
 }
@@ -220,6 +221,9 @@ type dataFunc func(ctx context.Context, r *http.Request, p *domain.Principal) (r
 func (a *API) data(fn dataFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.principal(r)
+		if err == nil {
+			err = checkPathIDs(r)
+		}
 		if err != nil {
 			a.fail(w, r, a.readID(), err)
 			return
@@ -240,7 +244,11 @@ type adminFunc func(ctx context.Context, r *http.Request) (requestID string, dat
 
 func (a *API) adminHandler(fn adminFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := a.adminOK(r); err != nil {
+		err := a.adminOK(r)
+		if err == nil {
+			err = checkPathIDs(r)
+		}
+		if err != nil {
 			a.fail(w, r, a.readID(), err)
 			return
 		}
@@ -254,6 +262,24 @@ func (a *API) adminHandler(fn adminFunc) http.HandlerFunc {
 		}
 		a.ok(w, rid, data)
 	}
+}
+
+// pathIDNames are the route wildcards that carry public IDs.
+func pathIDNames() []string {
+	return []string{"space_id", "actor_id", "consumer_id", "grant_id", "token_id", "message_id", "blob_id", "upload_id",
+		"collection_id", "subscription_id", "delivery_id"}
+}
+
+// checkPathIDs refuses a malformed ID in the URL path (too long, a character outside [A-Za-z0-9_-]) as
+// INVALID_REQUEST naming the parameter, after authentication and before any lookup: it is a bad request,
+// not an ID that happens not to exist (NOT_FOUND).
+func checkPathIDs(r *http.Request) error {
+	for _, name := range pathIDNames() {
+		if v := r.PathValue(name); v != "" && !domain.ValidID(v) {
+			return domain.Errorf(domain.CodeInvalidRequest, "%s in the path must match [A-Za-z0-9_-]{1,96}", name).WithDetails("field", name)
+		}
+	}
+	return nil
 }
 
 func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds() + 0.999)) }

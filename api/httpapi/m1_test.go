@@ -522,8 +522,9 @@ func TestM1MemoryRoutes(t *testing.T) {
 	if n := len(wait["items"].([]any)); n != 3 {
 		t.Fatalf("feed.wait page has %d items, want 3: %v", n, wait)
 	}
-	if src := m1Decode[map[string]any](t, m.call("POST", "/v0/inbox/read", w.aTok, map[string]any{"consumer_id": w.aConsumer}, "inbox.read.response")); len(src["items"].([]any)) != 0 {
-		t.Fatalf("the source (no memory.read grant) sees %v", src)
+	// The source reads its own collection, so its inbox view has the revisions too (RFC §4, §8).
+	if src := m1Decode[map[string]any](t, m.call("POST", "/v0/inbox/read", w.aTok, map[string]any{"consumer_id": w.aConsumer}, "inbox.read.response")); len(src["items"].([]any)) != 3 {
+		t.Fatalf("the source's inbox has %v, want the 3 memory revisions", src)
 	}
 }
 

@@ -36,8 +36,12 @@ func (a *API) memoryRoutes() {
 		if c := q.Get("cursor"); c != "" {
 			req.Cursor = &c
 		}
-		if req.IncludeTombstones, err = queryBool(q.Get("include_tombstones")); err != nil {
-			return "", nil, domain.Errorf(domain.CodeInvalidRequest, "include_tombstones must be true or false").WithDetails("field", "include_tombstones")
+		if v := q.Get("include_tombstones"); v != "" {
+			b, err := queryBool(v)
+			if err != nil {
+				return "", nil, domain.Errorf(domain.CodeInvalidRequest, "include_tombstones must be true or false").WithDetails("field", "include_tombstones")
+			}
+			req.IncludeTombstones = &b
 		}
 		res, err := a.svc.ReadMemory(ctx, p, r.PathValue("collection_id"), req)
 		return "", res, err
@@ -45,6 +49,9 @@ func (a *API) memoryRoutes() {
 	m.HandleFunc("GET /v0/collections/{collection_id}/export", func(w http.ResponseWriter, r *http.Request) {
 		rid := a.readID()
 		p, err := a.principal(r)
+		if err == nil {
+			err = checkPathIDs(r)
+		}
 		if err != nil {
 			a.fail(w, r, rid, err)
 			return

@@ -59,6 +59,9 @@ func (a *API) routes() {
 	m.HandleFunc("GET /v0/feed/wait", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
 		q := r.URL.Query()
 		req := domain.WaitRequest{ConsumerID: q.Get("consumer_id")}
+		if !domain.ValidID(req.ConsumerID) {
+			return "", nil, domain.Errorf(domain.CodeInvalidRequest, "consumer_id must match [A-Za-z0-9_-]{1,96}").WithDetails("field", "consumer_id")
+		}
 		if c := q.Get("cursor"); c != "" {
 			req.Cursor = &c
 		}

@@ -162,7 +162,7 @@ func (h *Handler) tools() []tool {
 					Revision          *int64  `json:"revision"`
 					Limit             int     `json:"limit"`
 					Cursor            *string `json:"cursor"`
-					IncludeTombstones bool    `json:"include_tombstones"`
+					IncludeTombstones *bool   `json:"include_tombstones"`
 				}](e)
 				if err != nil {
 					return nil, err

@@ -520,7 +520,10 @@ bytes with 'waypost blob get BLOB_ID -o FILE', or everything with 'waypost memor
 			if limit < 1 {
 				return usagef("--limit must be positive")
 			}
-			req := domain.MemoryReadRequest{Limit: limit, IncludeTombstones: tombstones}
+			req := domain.MemoryReadRequest{Limit: limit}
+			if tombstones {
+				req.IncludeTombstones = &tombstones
+			}
 			if cmd.Flags().Changed("revision") {
 				if revision < 0 {
 					return usagef("--revision must not be negative")

@@ -59,8 +59,9 @@ import (
 // [Decode], [DecodeBytes] and [CheckSyntax]. The top-level object is depth 1.
 const MaxDepth = 32
 
-// maxPointerLen bounds how much of a JSON pointer is copied into a message.
-const maxPointerLen = 200
+// maxPointerLen bounds how much of a JSON pointer (which holds the caller's member names) is copied into a
+// message: never more than the first 100 bytes of a caller's value.
+const maxPointerLen = 100
 
 var (
 	// ErrInvalid is wrapped by every error that rejects the request bytes

@@ -327,7 +327,7 @@ func mpConflictAt(err error, cur int64) bool {
 func (e *mpEnv) readAll(t TB, p *domain.Principal, coll string, rev *int64, tombs bool, limit int) (int64, []domain.MemoryEntry) {
 	t.Helper()
 	var all []domain.MemoryEntry
-	req := domain.MemoryReadRequest{Revision: rev, Limit: limit, IncludeTombstones: tombs}
+	req := domain.MemoryReadRequest{Revision: rev, Limit: limit, IncludeTombstones: &tombs}
 	pinned := int64(-1)
 	for range 10000 {
 		page := mustDo[domain.MemoryPage](t, "ReadMemory")(e.f.Svc.ReadMemory(e.ctx, p, coll, req))
@@ -994,7 +994,7 @@ func mpP12(t *testing.T, nb NewBackend, cfg propConfig) {
 			}
 			limit := rapid.IntRange(1, 4).Draw(rt, "limit")
 			tombs := rapid.Bool().Draw(rt, "include tombstones")
-			req := domain.MemoryReadRequest{Revision: rev, Limit: limit, IncludeTombstones: tombs}
+			req := domain.MemoryReadRequest{Revision: rev, Limit: limit, IncludeTombstones: &tombs}
 			headAtStart := m.head()
 			var got []domain.MemoryEntry
 			pinned := int64(-1)
@@ -1019,14 +1019,22 @@ func mpP12(t *testing.T, nb NewBackend, cfg propConfig) {
 				switch rapid.IntRange(0, 5).Draw(rt, "cursor probe") {
 				case 0: // a different explicit revision
 					other := rapid.Int64Range(0, m.head()+1).Filter(func(v int64) bool { return v != pinned }).Draw(rt, "other revision")
-					_, err := e.f.Svc.ReadMemory(e.ctx, who, coll, domain.MemoryReadRequest{Revision: &other, Limit: limit, Cursor: &cursor, IncludeTombstones: tombs})
+					_, err := e.f.Svc.ReadMemory(e.ctx, who, coll, domain.MemoryReadRequest{Revision: &other, Limit: limit, Cursor: &cursor, IncludeTombstones: &tombs})
 					WantCode(rt, "cursor with another explicit revision", err, domain.CodeInvalidCursor)
 				case 1: // a modified cursor
 					bad := mpTamper(rapid.IntRange(0, len(cursor)-1).Draw(rt, "tampered byte"), cursor)
-					_, err := e.f.Svc.ReadMemory(e.ctx, who, coll, domain.MemoryReadRequest{Limit: limit, Cursor: &bad, IncludeTombstones: tombs})
+					_, err := e.f.Svc.ReadMemory(e.ctx, who, coll, domain.MemoryReadRequest{Limit: limit, Cursor: &bad, IncludeTombstones: &tombs})
 					WantCode(rt, "modified cursor", err, domain.CodeInvalidCursor)
+				case 2: // the other include_tombstones than the cursor's
+					flipped := !tombs
+					_, err := e.f.Svc.ReadMemory(e.ctx, who, coll, domain.MemoryReadRequest{Limit: limit, Cursor: &cursor, IncludeTombstones: &flipped})
+					WantCode(rt, "cursor with the other include_tombstones", err, domain.CodeInvalidCursor)
 				}
-				req = domain.MemoryReadRequest{Limit: limit, Cursor: &cursor, IncludeTombstones: tombs}
+				// A later page may omit include_tombstones (the cursor's value holds) or repeat it.
+				req = domain.MemoryReadRequest{Limit: limit, Cursor: &cursor}
+				if rapid.Bool().Draw(rt, "repeat include_tombstones") {
+					req.IncludeTombstones = &tombs
+				}
 				if rapid.Bool().Draw(rt, "repeat the revision") {
 					req.Revision = mpI64(pinned)
 				}
@@ -1601,7 +1609,8 @@ func mpRejectedWhole(t *testing.T, nb NewBackend, _ propConfig) {
 // mpManifest: changes can come from a sealed manifest blob {"items": [...], "delete_ids": [...]} under the
 // same rules as inline changes. A manifest that breaks them is INVALID_MANIFEST, recorded as a failed
 // submission: a retry with the same key returns the same error, status reports it, and the key cannot be
-// reused for other content. An unsealed manifest, or one naming an unsealed blob, publishes nothing.
+// reused for other content. A manifest over memory_manifest_changes_max is RESOURCE_LIMIT. An unsealed
+// manifest, or one naming an unsealed blob, publishes nothing.
 func mpManifest(t *testing.T, nb NewBackend, _ propConfig) {
 	e := mpNewEnv(t, nb, mpLimits(func(l *domain.Limits) { l.MemoryManifestChangesMax = 4 }))
 	bl := e.pool(t, 2)
@@ -1644,7 +1653,6 @@ func mpManifest(t *testing.T, nb NewBackend, _ propConfig) {
 		{"two items on one path", domain.ModeDelta, `{"items":[` + item("x", "x.md") + `,` + item("y", "x.md") + `]}`},
 		{"the path of another active item", domain.ModeDelta, `{"items":[` + item("x", "a.md") + `]}`},
 		{"delete_ids in a snapshot", domain.ModeSnapshot, `{"items":[` + item("x", "x.md") + `],"delete_ids":["a"]}`},
-		{"more than memory_manifest_changes_max changes", domain.ModeDelta, `{"items":[` + item("x", "x.md") + `,` + item("y", "y.md") + `,` + item("z", "z.md") + `],"delete_ids":["a","b"]}`},
 		{"metadata that is not an object", domain.ModeDelta, `{"items":[{"item_id":"x","blob_id":"` + bl[0] + `","path":"x.md","metadata":7}]}`},
 	} {
 		req := withManifest(2, c.mode, manifest(c.body))
@@ -1665,6 +1673,13 @@ func mpManifest(t *testing.T, nb NewBackend, _ propConfig) {
 		if serr != nil || st.SubmissionState != domain.StateFailed || st.Error == nil || st.Error.Code != domain.CodeInvalidManifest {
 			t.Errorf("manifest with %s: status %+v %v, want failed with INVALID_MANIFEST", c.name, st, serr)
 		}
+	}
+	// A manifest over memory_manifest_changes_max is a published limit (SUPPLEMENT §5.3): RESOURCE_LIMIT,
+	// checked before anything is recorded, so the request_id stays free.
+	over := withManifest(2, domain.ModeDelta, manifest(`{"items":[`+item("x", "x.md")+`,`+item("y", "y.md")+`,`+item("z", "z.md")+`],"delete_ids":["a","b"]}`))
+	e.wantErr(t, p, coll, over, domain.CodeResourceLimit)
+	if _, err := e.f.Svc.Status(e.ctx, p, domain.OpMemoryPublish, over.RequestID); CodeOf(err) != domain.CodeNotFound {
+		t.Errorf("a manifest over the limit left a submission: %v", err)
 	}
 	body := []byte(`{"items":[` + item("x", "x.md") + `]}`)
 	up := e.prepare(t, p, body, "application/json")
@@ -1840,10 +1855,10 @@ func mpCursorMismatch(t *testing.T, nb NewBackend, _ propConfig) {
 	}
 }
 
-// mpFeedVisibility: a memory_revision feed item shows in inbox views only to actors holding the memory.read
-// grant on its collection and a token with the memory.read scope, and in a space_log view only with that
-// grant as well; a consumer filter on other collections hides it. memory.read follows the same rights;
-// readers cannot publish.
+// mpFeedVisibility: a memory_revision feed item shows in inbox views only to actors that may read its
+// collection (the memory.read grant on it, or being its source; RFC §4, §8) with a token holding the
+// memory.read scope, and in a space_log view only with that right as well; a consumer filter on other
+// collections hides it. memory.read follows the same rights; readers cannot publish.
 func mpFeedVisibility(t *testing.T, nb NewBackend, _ propConfig) {
 	e := mpNewEnv(t, nb, nil)
 	bl := e.pool(t, 1)
@@ -1881,7 +1896,7 @@ func mpFeedVisibility(t *testing.T, nb NewBackend, _ propConfig) {
 		{"grant without the memory.read scope", grantedNoScope, grantedNoScope.ConsumerID, false},
 		{"a grant on another collection", otherGrant, otherGrant.ConsumerID, false},
 		{"no grant", noGrant, noGrant.ConsumerID, false},
-		{"the source without a grant", e.source, e.source.ConsumerID, false},
+		{"the source without a grant (it may read its collection)", e.source, e.source.ConsumerID, true},
 		{"a filter on other collections", filtered, filteredCon, false},
 		{"the same actor without that filter", filtered, filtered.ConsumerID, true},
 	} {

@@ -526,6 +526,9 @@ func (w *mWorld) send(s sendSpec) *mItem {
 	case s.replyTo != nil && s.thread != "" && s.thread != s.replyTo.thread:
 		WantCode(w.t, "a reply naming another thread", err, domain.CodeInvalidRequest)
 		return nil
+	case s.replyTo == nil && s.thread != "" && !s.producer.mayJoin(s.thread):
+		WantCode(w.t, "joining a thread with no message the producer can see", err, domain.CodeForbidden)
+		return nil
 	}
 	if err != nil {
 		w.fatalf("SendMessage: %v", err)
@@ -549,6 +552,21 @@ func (w *mWorld) send(s sendSpec) *mItem {
 	sp.items = append(sp.items, it)
 	w.sync(sp)
 	return it
+}
+
+// mayJoin reports whether a may send into thread by thread_id (RFC §6): the thread has no message yet, or
+// a can see one of its messages.
+func (a *mActor) mayJoin(thread string) bool {
+	exists := false
+	for _, it := range a.sp.items {
+		if it.typ == domain.ItemMessage && it.thread == thread {
+			if a.canSee(it) {
+				return true
+			}
+			exists = true
+		}
+	}
+	return !exists
 }
 
 // canSee reports whether message it is visible to a through message.get (producer, recipient with

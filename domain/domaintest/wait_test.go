@@ -106,10 +106,10 @@ func TestFeedWaitRejectsBadTimeout(t *testing.T) {
 	f := liveFixture(t, channel.Limits{}, false)
 	sp := f.Space()
 	b := f.Party(sp.SpaceID)
-	for _, ms := range []int{-1, f.Svc.Limits().FeedWaitMaxMS + 1} {
+	for ms, want := range map[int]domain.Code{-1: domain.CodeInvalidRequest, f.Svc.Limits().FeedWaitMaxMS + 1: domain.CodeResourceLimit} {
 		_, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: ms})
-		if domain.CodeOf(err) != domain.CodeInvalidRequest {
-			t.Fatalf("timeout %d: %v", ms, err)
+		if domain.CodeOf(err) != want {
+			t.Fatalf("timeout %d: %v, want %s", ms, err, want)
 		}
 	}
 }

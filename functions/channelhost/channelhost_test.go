@@ -284,7 +284,7 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 	}
 
 	// The AWS limit of feed_wait_max_ms; authentication as everywhere.
-	if status, env := do(t, srv.URL, "GET", waitPath(reader, "", 25001), reader.token, nil); status != 400 || env.Error == nil || env.Error.Code != "INVALID_REQUEST" {
+	if status, env := do(t, srv.URL, "GET", waitPath(reader, "", 25001), reader.token, nil); status != 422 || env.Error == nil || env.Error.Code != "RESOURCE_LIMIT" {
 		t.Fatalf("timeout_ms 25001: %d %+v", status, env.Error)
 	}
 	if status, env := do(t, srv.URL, "GET", waitPath(reader, "", 100), "", nil); status != 401 || env.Error == nil || env.Error.Code != "UNAUTHENTICATED" {
