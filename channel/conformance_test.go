@@ -223,7 +223,7 @@ func TestConformance5_BacklogOverOneMiBEvicts(t *testing.T) {
 	if got.st != channel.StatusEnded || !strings.Contains(got.text, "backlog") {
 		t.Fatalf("Wait after eviction = (%d, %q), want (2, reason containing \"backlog\")", got.st, got.text)
 	}
-	if got.text != "evicted: backlog exceeded 1 MiB" || got.text != hub.Limits().BacklogReason() {
+	if got.text != "订阅因积压超过 1 MiB 被断开 (evicted: backlog exceeded 1 MiB)" || got.text != hub.Limits().BacklogReason() {
 		t.Fatalf("eviction reason = %q, want the documented %q", got.text, hub.Limits().BacklogReason())
 	}
 	want(t, wait(t, a, h, time.Second), channel.StatusEnded, got.text)

@@ -84,27 +84,30 @@ func (l Limits) withDefaults() Limits {
 
 // BacklogReason returns the end reason reported by Wait for a subscription
 // evicted because its backlog exceeded MaxBacklogBytes (after defaults are
-// applied). With the default limit it is "evicted: backlog exceeded 1 MiB".
-// Every such reason starts with [ReasonBacklogPrefix].
+// applied): the specification's words (订阅因积压超过 1 MiB 被断开) with an
+// English gloss. With the default limit it is
+// "订阅因积压超过 1 MiB 被断开 (evicted: backlog exceeded 1 MiB)". Every such
+// reason starts with [ReasonBacklogPrefix].
 func (l Limits) BacklogReason() string {
 	n := l.withDefaults().MaxBacklogBytes
+	size := fmt.Sprintf("%d bytes", n)
 	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%s exceeded %d MiB", ReasonBacklogPrefix, n>>20)
+		size = fmt.Sprintf("%d MiB", n>>20)
 	}
-	return fmt.Sprintf("%s exceeded %d bytes", ReasonBacklogPrefix, n)
+	return fmt.Sprintf("%s%s 被断开 (evicted: backlog exceeded %s)", ReasonBacklogPrefix, size, size)
 }
 
-// End reasons produced by the hub itself. Close reasons are chosen by the
-// caller of [Hub.Close].
+// End reasons produced by the hub itself, in the specification's words
+// followed by an English gloss. Close reasons are chosen by the caller of
+// [Hub.Close].
 const (
 	// ReasonUnsubscribed is reported for a subscription cancelled with
-	// [Scope.Unsubscribe].
-	ReasonUnsubscribed = "unsubscribed"
+	// [Scope.Unsubscribe]: the specification's reason 订阅已取消.
+	ReasonUnsubscribed = "订阅已取消 (unsubscribed)"
 	// ReasonScopeEnded is reported for a subscription cancelled because its
 	// scope ended with leftover subscriptions.
-	ReasonScopeEnded = "unsubscribed: scope ended"
+	ReasonScopeEnded = "订阅已取消 (unsubscribed: scope ended)"
 	// ReasonBacklogPrefix starts every backlog-eviction reason; see
-	// [Limits.BacklogReason]. It contains the word "backlog" (the
-	// specification's 积压).
-	ReasonBacklogPrefix = "evicted: backlog"
+	// [Limits.BacklogReason]. It holds the specification's 积压 (backlog).
+	ReasonBacklogPrefix = "订阅因积压超过 "
 )

@@ -229,10 +229,10 @@ func TestLimitsDefaults(t *testing.T) {
 	if got := channel.NewHub(channel.Limits{MaxChannels: -1, MaxTextBytes: 10}).Limits(); got.MaxChannels != 64 || got.MaxTextBytes != 10 {
 		t.Fatalf("partial Limits became %+v", got)
 	}
-	if r := d.BacklogReason(); r != "evicted: backlog exceeded 1 MiB" {
+	if r := d.BacklogReason(); r != "订阅因积压超过 1 MiB 被断开 (evicted: backlog exceeded 1 MiB)" {
 		t.Fatalf("default BacklogReason = %q", r)
 	}
-	if r := (channel.Limits{MaxBacklogBytes: 100}).BacklogReason(); r != "evicted: backlog exceeded 100 bytes" {
+	if r := (channel.Limits{MaxBacklogBytes: 100}).BacklogReason(); r != "订阅因积压超过 100 bytes 被断开 (evicted: backlog exceeded 100 bytes)" {
 		t.Fatalf("BacklogReason(100) = %q", r)
 	}
 	for _, s := range []channel.Status{channel.StatusMessage, channel.StatusTimeout, channel.StatusEnded} {
@@ -276,7 +276,7 @@ func TestCustomLimitsApply(t *testing.T) {
 	if n := mustPublish(t, hub, "a", "x"); n != 0 {
 		t.Fatalf("evicting Publish = %d, want 0", n)
 	}
-	want(t, wait(t, sc, h, 0), channel.StatusEnded, "evicted: backlog exceeded 10 bytes")
+	want(t, wait(t, sc, h, 0), channel.StatusEnded, "订阅因积压超过 10 bytes 被断开 (evicted: backlog exceeded 10 bytes)")
 	if c := mustCount(t, hub, "a"); c != 0 {
 		t.Fatalf("Count = %d after evicting all", c)
 	}
