@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -58,9 +59,11 @@ services on its own host. The server warns loudly at start when it is set.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "waypost %s listening on http://%s (data in %s)\n", version, srv.Addr(), cfg.DataDir)
+			fmt.Fprintf(out, "waypost %s listening on http://%s (data in %s)\n", version, srv.Addr(), absPath(cfg.DataDir))
 			if srv.AdminSecretPath != "" {
-				fmt.Fprintf(out, "admin secret: %s (export WAYPOST_ADMIN_SECRET=$(cat %s))\n", srv.AdminSecretPath, srv.AdminSecretPath)
+				// An absolute path, so that the hint works from any directory (another terminal, a script).
+				secret := absPath(srv.AdminSecretPath)
+				fmt.Fprintf(out, "admin secret: %s (export WAYPOST_ADMIN_SECRET=$(cat %s))\n", secret, secret)
 			} else {
 				fmt.Fprintln(out, "admin secret: from WAYPOST_ADMIN_SECRET")
 			}
@@ -75,4 +78,12 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
+}
+
+// absPath returns p as an absolute path (p itself if the working directory cannot be read).
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
