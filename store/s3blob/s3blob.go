@@ -82,13 +82,17 @@ type API interface {
 type Options struct {
 	// Prefix is prepended to every key ("" for none); it should end with "/".
 	Prefix string
+	// Presign signs the presigned requests (presign.go); nil means a presign client of the store's client
+	// when that is an *s3.Client, and none (ErrPresignUnavailable) otherwise.
+	Presign *s3.PresignClient
 }
 
 // Store is a port.BlobStore on one S3 bucket. It is safe for concurrent use.
 type Store struct {
-	api    API
-	bucket string
-	prefix string
+	api     API
+	presign *s3.PresignClient
+	bucket  string
+	prefix  string
 }
 
 var _ port.BlobStore = (*Store)(nil)
@@ -101,7 +105,11 @@ func New(api API, bucket string, opts Options) (*Store, error) {
 	if bucket == "" {
 		return nil, errors.New("s3blob: empty bucket name")
 	}
-	return &Store{api: api, bucket: bucket, prefix: opts.Prefix}, nil
+	st := &Store{api: api, bucket: bucket, prefix: opts.Prefix, presign: opts.Presign}
+	if c, ok := api.(*s3.Client); ok && st.presign == nil {
+		st.presign = s3.NewPresignClient(c)
+	}
+	return st, nil
 }
 
 // Bucket returns the bucket name.
