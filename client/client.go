@@ -72,11 +72,14 @@ func defaultRetryDelay(retry int, err error) time.Duration {
 
 // transport performs envelope exchanges with one credential.
 type transport struct {
-	base   string // scheme://host[/prefix], no trailing slash
-	cred   string // bearer credential; never printed
-	hc     *http.Client
-	opts   options
-	badURL error
+	base string // scheme://host[/prefix], no trailing slash
+	cred string // bearer credential; never printed
+	hc   *http.Client
+	// noFollow is hc that returns redirects instead of following them: streamed exchanges follow a
+	// redirect to the blob store themselves, without the credential (stream.go).
+	noFollow *http.Client
+	opts     options
+	badURL   error
 }
 
 func newTransport(baseURL, cred string, opts []Option) transport {
@@ -88,6 +91,9 @@ func newTransport(baseURL, cred string, opts []Option) transport {
 	if t.hc == nil {
 		t.hc = &http.Client{}
 	}
+	nf := *t.hc
+	nf.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	t.noFollow = &nf
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	switch {
 	case err != nil:
@@ -118,6 +124,12 @@ type rawRequest struct {
 	size         int64     // Content-Length of body
 	contentType  string
 	accept       string
+	// stream marks a streamed exchange: redirects are returned, not followed (stream follows them).
+	stream bool
+	// target, when set, is an absolute URL outside the service (a presigned blob store URL): it is sent
+	// without the bearer credential, with headers added, and path names it in errors without its query.
+	target  string
+	headers map[string]string
 }
 
 // do sends one request and decodes the envelope's data into out (when out is not nil).
@@ -151,7 +163,9 @@ func (t *transport) do(ctx context.Context, method, path string, query url.Value
 // part of the error. The response, whatever its status, is the caller's to close.
 func (t *transport) send(ctx context.Context, rr rawRequest) (*http.Response, error) {
 	target := t.base + rr.path
-	if len(rr.query) > 0 {
+	if rr.target != "" {
+		target = rr.target
+	} else if len(rr.query) > 0 {
 		target += "?" + rr.query.Encode()
 	}
 	body := rr.body
@@ -174,10 +188,17 @@ func (t *transport) send(ctx context.Context, rr rawRequest) (*http.Response, er
 	if t.opts.userAgent != "" {
 		req.Header.Set("User-Agent", t.opts.userAgent)
 	}
-	if t.cred != "" {
+	for k, v := range rr.headers {
+		req.Header.Set(k, v)
+	}
+	if t.cred != "" && rr.target == "" {
 		req.Header.Set("Authorization", "Bearer "+t.cred)
 	}
-	resp, err := t.hc.Do(req)
+	hc := t.hc
+	if rr.stream || rr.target != "" {
+		hc = t.noFollow
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		err = stripURL(err)
 		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errStalled) {

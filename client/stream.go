@@ -116,15 +116,44 @@ func (t *transport) stream(ctx context.Context, rr rawRequest) (*http.Response, 
 	if rr.body != nil {
 		rr.body = &progressReader{r: rr.body, w: wd}
 	}
+	rr.stream = true
 	resp, err := t.send(ctx, rr)
 	if err != nil {
 		wd.stop()
 		return nil, err
 	}
 	wd.touch()
+	if loc := resp.Header.Get("Location"); isRedirect(resp.StatusCode) && loc != "" && rr.method == http.MethodGet && rr.target == "" {
+		// A download the service authorized and handed to the blob store (a presigned GET): follow it once,
+		// without the credential. The service's entity tag (the content's SHA-256) replaces the store's.
+		resp.Body.Close()
+		next, err := resp.Request.URL.Parse(loc)
+		if err != nil || (next.Scheme != "http" && next.Scheme != "https") {
+			wd.stop()
+			return nil, &TransportError{Method: rr.method, Path: rr.path, HTTPStatus: resp.StatusCode, Err: errors.New("redirect to an invalid location")}
+		}
+		etag, digest := resp.Header.Get("ETag"), resp.Header.Get("Repr-Digest")
+		rr = rawRequest{method: http.MethodGet, path: rr.path, accept: rr.accept, stream: true, target: next.String()}
+		if resp, err = t.send(ctx, rr); err != nil {
+			wd.stop()
+			return nil, err
+		}
+		wd.touch()
+		if resp.StatusCode/100 == 2 {
+			if etag != "" {
+				resp.Header.Set("ETag", etag)
+			}
+			if digest != "" {
+				resp.Header.Set("Repr-Digest", digest)
+			}
+		}
+	}
 	if resp.StatusCode/100 != 2 {
 		defer wd.stop()
 		defer resp.Body.Close()
+		if rr.target != "" {
+			return nil, storageError(rr.method, rr.path, resp)
+		}
 		return nil, t.envelopeError(rr.method, rr.path, resp)
 	}
 	resp.Body = &streamBody{body: resp.Body, w: wd, ctx: ctx}
@@ -148,4 +177,12 @@ func (t *transport) withTimeout(d time.Duration) *transport {
 		c.opts.timeout = d
 	}
 	return &c
+}
+
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }

@@ -103,8 +103,11 @@ type BlobInfo struct {
 	OwnerID     string     `json:"owner_id"`
 	CreatedAt   time.Time  `json:"created_at"`
 	SealedAt    *time.Time `json:"sealed_at,omitempty"`
-	// DownloadURL is the authorized download path (same bearer credential), present when sealed.
-	DownloadURL string `json:"download_url,omitempty"`
+	// DownloadURL is the authorized download path (same bearer credential), present when sealed; where the
+	// blob store offers direct transfer, blob.get answers a short-lived presigned URL instead (no credential),
+	// valid until DownloadExpiresAt.
+	DownloadURL       string     `json:"download_url,omitempty"`
+	DownloadExpiresAt *time.Time `json:"download_expires_at,omitempty"`
 }
 
 func (b blobRecord) info() BlobInfo {
@@ -202,7 +205,11 @@ func (s *Service) PrepareBlob(ctx context.Context, p *Principal, req BlobPrepare
 			}}, nil
 		},
 	})
-	return decodeResult[BlobPrepareResult](raw, err)
+	res, err := decodeResult[BlobPrepareResult](raw, err)
+	if err != nil {
+		return res, err
+	}
+	return s.presignUpload(ctx, p.SpaceID, res)
 }
 
 // upload returns the blob record behind an upload of the caller.
@@ -436,13 +443,22 @@ func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID 
 	}
 }
 
-// GetBlob returns a blob's metadata and, when sealed, its authorized download path (blob.get).
+// GetBlob returns a blob's metadata and, when sealed, its authorized download path, or a short-lived
+// presigned URL where the blob store offers direct transfer (blob.get).
 func (s *Service) GetBlob(ctx context.Context, p *Principal, blobID string) (BlobInfo, error) {
 	b, err := s.readableBlob(ctx, p, blobID)
 	if err != nil {
 		return BlobInfo{}, err
 	}
-	return b.info(), nil
+	info := b.info()
+	link, ok, err := s.presignDownload(ctx, p.SpaceID, b)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	if ok {
+		info.DownloadURL, info.DownloadExpiresAt = link.URL, &link.ExpiresAt
+	}
+	return info, nil
 }
 
 // OpenBlob opens a sealed blob's bytes for a principal allowed to read it.

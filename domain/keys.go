@@ -103,6 +103,9 @@ func keyUploadExpiry(expires time.Time, space, upload string) port.Key {
 
 func blobObjectKey(space, blob string) string { return "spaces/" + space + "/blobs/" + blob }
 
+// exportObjectKey names a generated ZIP export (ExportZipLink); the store's retention removes it.
+func exportObjectKey(space, export string) string { return "exports/" + space + "/" + export + ".zip" }
+
 func pkRevisions(space, coll string) string { return "MR#" + space + "#" + coll }
 func keyRevision(space, coll string, rev int64) port.Key {
 	return port.Key{PK: pkRevisions(space, coll), SK: fmt.Sprintf("%020d", rev)}

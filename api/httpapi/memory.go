@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"archive/zip"
 	"context"
 	"fmt"
 	"io"
@@ -81,38 +80,29 @@ func (a *API) memoryRoutes() {
 			w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
 			_, _ = io.WriteString(w, domain.ExportMarkdown(ex))
 		case "zip":
-			a.writeExportZip(w, r, p, ex)
+			a.writeExportZip(w, r, p, rid, ex)
 		}
 	})
 }
 
-// writeExportZip streams the server ZIP export (capability server_export): the items' bytes at their
-// paths under files/, manifest.json and README.md. It never includes credentials.
-func (a *API) writeExportZip(w http.ResponseWriter, r *http.Request, p *domain.Principal, ex domain.MemoryExport) {
-	w.Header().Set("Content-Type", "application/zip")
+// writeExportZip answers the server ZIP export (capability server_export): a redirect to the export object
+// where the blob store transfers bytes directly (AWS: no function response carries it), else the archive
+// streamed in the response.
+func (a *API) writeExportZip(w http.ResponseWriter, r *http.Request, p *domain.Principal, rid string, ex domain.MemoryExport) {
+	link, direct, err := a.svc.ExportZipLink(r.Context(), p, ex)
+	if err != nil {
+		a.fail(w, r, rid, err)
+		return
+	}
+	if direct {
+		redirect(w, link)
+		return
+	}
+	w.Header().Set("Content-Type", domain.ExportContentType)
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-r%d.zip"`, ex.CollectionID, ex.Revision))
-	zw := zip.NewWriter(w)
-	defer zw.Close()
-	if f, err := zw.Create("manifest.json"); err == nil {
-		_ = writeIndented(f, ex)
-	}
-	if f, err := zw.Create("README.md"); err == nil {
-		_, _ = io.WriteString(f, domain.ExportMarkdown(ex))
-	}
-	for _, it := range ex.Items {
-		rc, _, err := a.svc.OpenBlob(r.Context(), p, it.BlobID)
-		if err != nil {
-			a.log.Error("export: opening item", "collection_id", ex.CollectionID, "item_id", it.ItemID, "error", err.Error())
-			return // a truncated ZIP fails to open: the client sees the failure
-		}
-		f, err := zw.Create("files/" + it.Path)
-		if err == nil {
-			_, err = io.Copy(f, rc)
-		}
-		rc.Close()
-		if err != nil {
-			return
-		}
+	if err := a.svc.WriteExportZip(r.Context(), p, ex, w); err != nil {
+		// The response has begun: a truncated ZIP fails to open, so the client sees the failure.
+		a.log.Error("export: writing the archive", "collection_id", ex.CollectionID, "error", err.Error())
 	}
 }
 

@@ -104,7 +104,7 @@ func (h *Handler) tools() []tool {
 				return svc.Ack(e.ctx, e.p, req)
 			}},
 		{name: "waypost_blob_prepare", output: "blob.prepare.response", title: "Prepare a blob upload", schema: "blob.prepare.request",
-			description: "Reserve an upload for a file of known size and SHA-256. Upload the bytes with HTTP PUT to upload_url (Authorization: Bearer, Content-Type as given), then call waypost_blob_commit. Hosts without file transfer cannot upload: say so.",
+			description: "Reserve an upload for a file of known size and SHA-256. Upload the bytes with one HTTP PUT to upload_url carrying exactly upload_headers (add Authorization: Bearer only when upload_url is on this service; a presigned storage URL takes no credential and refuses other bytes), then call waypost_blob_commit. Hosts without file transfer cannot upload: say so.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				req, err := decode[domain.BlobPrepareRequest](e)
 				if err != nil {
@@ -125,7 +125,7 @@ func (h *Handler) tools() []tool {
 			}},
 		{name: "waypost_blob_get", output: "blob.info", title: "Get blob metadata", readOnly: true,
 			local:       (`{"type":"object","required":["blob_id"],"additionalProperties":false,"properties":{"blob_id":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,96}$"}}}`),
-			description: "Blob metadata and an authorized download URL (HTTP GET with the same bearer token). The bytes are never put in the tool result.",
+			description: "Blob metadata and, once sealed, download_url: on this service an HTTP GET with the same bearer token; where download_expires_at is set, a short-lived presigned storage URL that needs no credential. The bytes are never put in the tool result.",
 			run: func(svc *domain.Service, e callEnv) (any, error) {
 				a, err := decode[struct {
 					BlobID string `json:"blob_id"`

@@ -214,7 +214,7 @@ func (p *blobPutter) attempt(ctx context.Context, src blobSource, st *uploadStat
 		}
 		defer rc.Close()
 		body := &meterReader{r: rc, m: m}
-		r, err := p.cl.UploadContent(ctx, prep.UploadID, src.contentType, src.size, body)
+		r, err := p.cl.UploadPrepared(ctx, prep, src.size, body)
 		if err != nil || r.AlreadyUploaded {
 			m.add(-body.n) // the bytes of this attempt did not count
 			if err == nil {
