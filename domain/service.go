@@ -40,6 +40,9 @@ type Config struct {
 	DeliveryQueue port.DeliveryQueue
 	// WebhookRetry is the attempt schedule; nil means retry.DefaultPolicy (±10% jitter).
 	WebhookRetry *retry.Policy
+	// WaitsPerSpace caps the feed.waits one space holds at once, across every service on the same store
+	// (waitcap.go); 0 means no cap.
+	WaitsPerSpace int
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
@@ -61,6 +64,7 @@ type Service struct {
 	webhooks      port.WebhookSender
 	deliveryQueue port.DeliveryQueue
 	retryPolicy   retry.Policy
+	waitsPerSpace int
 }
 
 // New returns a Service over the given ports.
@@ -77,6 +81,7 @@ func New(cfg Config) (*Service, error) {
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
 	s.states = newStateCache(64)
+	s.waitsPerSpace = cfg.WaitsPerSpace
 	s.webhooks, s.deliveryQueue, s.retryPolicy = cfg.Webhooks, cfg.DeliveryQueue, retry.DefaultPolicy()
 	if cfg.WebhookRetry != nil {
 		s.retryPolicy = *cfg.WebhookRetry

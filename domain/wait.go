@@ -40,6 +40,11 @@ func (s *Service) WaitFeed(ctx context.Context, p *Principal, req WaitRequest) (
 		return Page{}, err
 	}
 	deadline := s.clock.Now().Add(time.Duration(req.TimeoutMS) * time.Millisecond)
+	release, err := s.acquireWaitSlot(ctx, p.SpaceID, deadline)
+	if err != nil {
+		return Page{}, err
+	}
+	defer release()
 	for {
 		w, err := s.watcher.Watch(ctx, p.SpaceID) // subscribe before reading
 		if err != nil {
