@@ -61,6 +61,9 @@ func (s *Service) presignUpload(ctx context.Context, spaceID string, res BlobPre
 		return res, nil
 	}
 	req, err := ps.PresignPut(ctx, blobObjectKey(spaceID, res.BlobID), res.SizeBytes, res.SHA256, res.UploadHeaders["Content-Type"], res.ExpiresAt)
+	if errors.Is(err, port.ErrPresignExpiry) {
+		return res, nil // expired by the store's clock: the route answers UPLOAD_EXPIRED
+	}
 	if err != nil {
 		return BlobPrepareResult{}, fmt.Errorf("blob.prepare: presigning the upload: %w", err)
 	}

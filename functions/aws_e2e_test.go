@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -236,12 +237,12 @@ func TestAWSFunctions(t *testing.T) {
 	coll := adm("/spaces/"+sp+"/collections", map[string]any{"source_actor_id": a.actor, "scope": "e2e notes"})["collection_id"].(string)
 	adm("/spaces/"+sp+"/grants", map[string]any{"actor_id": b.actor, "permission": "memory.read", "collection_id": coll})
 
-	// The functions publish the AWS limits.
+	// The functions publish the AWS limits: blobs as large as embedded (they never pass through a function).
 	d, _ := okData[struct {
 		Limits       map[string]any  `json:"limits"`
 		Capabilities map[string]bool `json:"capabilities"`
 	}](t, mailbox, "GET", "/v0/describe", a.token, nil)
-	if d.Limits["feed_wait_max_ms"] != float64(25000) || d.Limits["max_blob_bytes"] != float64(4<<20) {
+	if d.Limits["feed_wait_max_ms"] != float64(25000) || d.Limits["max_blob_bytes"] != float64(100<<20) {
 		t.Fatalf("describe limits: feed_wait_max_ms %v, max_blob_bytes %v", d.Limits["feed_wait_max_ms"], d.Limits["max_blob_bytes"])
 	}
 	// feed.wait is served (the container over HTTP; the functions by polling the durable feed), and so are webhooks.
@@ -290,7 +291,8 @@ func TestAWSFunctions(t *testing.T) {
 		}
 	})
 
-	// blobs: prepare, upload (binary through API Gateway), commit, download.
+	// blobs: prepare, upload (straight to S3 through the presigned URL), commit, download (a redirect to a
+	// presigned GET).
 	content := []byte("# Notes\n\x00\xff binary-safe \xe2\x9c\x93\n")
 	sum := sha256.Sum256(content)
 	prep, _ := okData[struct {
@@ -300,12 +302,22 @@ func TestAWSFunctions(t *testing.T) {
 		Headers   map[string]string `json:"upload_headers"`
 	}](t, blobs, "POST", "/v0/blobs", a.token, map[string]any{"request_id": rid("prep"), "content_type": "text/markdown",
 		"size_bytes": len(content), "sha256": hex.EncodeToString(sum[:])})
-	hdr := map[string]string{"authorization": "Bearer " + a.token}
-	for k, v := range prep.Headers {
-		hdr[k] = v
+	if !strings.HasPrefix(prep.UploadURL, s3env.Endpoint+"/") || !strings.Contains(prep.UploadURL, "X-Amz-Signature=") {
+		t.Fatalf("upload_url is not a presigned S3 URL: %s", prep.UploadURL)
 	}
-	if status, _, body := blobs.invoke(t, "PUT", prep.UploadURL, hdr, content); status != 200 {
-		t.Fatalf("upload PUT: %d %s", status, body)
+	put, err := http.NewRequest(http.MethodPut, prep.UploadURL, bytes.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range prep.Headers {
+		if k != "Content-Length" {
+			put.Header.Set(k, v)
+		}
+	}
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("presigned PUT: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	sealed, _ := okData[struct {
 		State string `json:"state"`
@@ -313,9 +325,18 @@ func TestAWSFunctions(t *testing.T) {
 	if sealed.State != "sealed" {
 		t.Fatalf("blob.commit: %+v", sealed)
 	}
-	status, h, got := blobs.invoke(t, "GET", "/v0/blobs/"+prep.BlobID+"/content", map[string]string{"authorization": "Bearer " + a.token}, nil)
-	if status != 200 || !bytes.Equal(got, content) || h.Get("Etag") != `"`+hex.EncodeToString(sum[:])+`"` {
-		t.Fatalf("blob content: %d %q %v", status, got, h)
+	status, h, _ := blobs.invoke(t, "GET", "/v0/blobs/"+prep.BlobID+"/content", map[string]string{"authorization": "Bearer " + a.token}, nil)
+	if status != http.StatusFound || h.Get("Etag") != `"`+hex.EncodeToString(sum[:])+`"` || !strings.HasPrefix(h.Get("Location"), s3env.Endpoint+"/") {
+		t.Fatalf("blob content: %d %v", status, h)
+	}
+	resp, err := http.Get(h.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, content) || resp.Header.Get("Content-Type") != "text/markdown" {
+		t.Fatalf("presigned download: %d %q %v", resp.StatusCode, got, err)
 	}
 
 	// memory: a snapshot revision of that blob, read back by B (memory.read grant).

@@ -55,6 +55,9 @@ type PresignedRequest struct {
 	ExpiresAt time.Time
 }
 
+// ErrPresignExpiry reports a presigned request asked for with an expiry that is not in the store's future.
+var ErrPresignExpiry = errors.New("presign expiry is not in the future")
+
 // BlobPresigner is a capability a BlobStore may offer besides the port: signed requests that move bytes
 // between a client and the store directly, so that the service never carries them. A store that offers it
 // must make a presigned PUT create-only (never overwriting an object), bound to the declared size and

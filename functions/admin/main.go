@@ -3,6 +3,9 @@
 // (config.VarsFor("admin")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/queuerole"
+)
 
-func main() { app.Main(app.Admin) }
+func main() { app.Main(queuerole.Admin()) }

@@ -3,6 +3,9 @@
 // Configuration: functions/config (config.VarsFor("blobs")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/httprole"
+)
 
-func main() { app.Main(app.Blobs) }
+func main() { app.Main(httprole.Blobs()) }

@@ -37,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/channel/chanservice"
@@ -45,6 +47,7 @@ import (
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/secrets"
 )
 
 // Host is the channel container's service: hubs, internal API, feed.wait and health on one handler.
@@ -63,7 +66,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Host, er
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	env, err := app.Resolve(ctx, config.Channel, cfg)
+	// The task's credentials come from the ECS container endpoint: the SDK's full default chain.
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: loading AWS configuration: %w", config.Channel, err)
+	}
+	env, err := app.Resolve(ctx, config.Channel, cfg, awsCfg, secrets.Manager)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/emutest"
+	"github.com/waypost/waypost/functions/internal/roles"
 	"github.com/waypost/waypost/internal/emulator"
 	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
@@ -68,9 +70,9 @@ func (w *world) load(t *testing.T, fn string) config.Config {
 }
 
 // lambda builds an HTTP function's handler in-process (the Lambda's wiring without the API Gateway adapter).
-func (w *world) lambda(t *testing.T, role app.Role, channelURL string) http.Handler {
+func (w *world) lambda(t *testing.T, role string, channelURL string) http.Handler {
 	t.Helper()
-	c, err := config.LoadFor(role.Name(), func(k string) (string, bool) {
+	c, err := config.LoadFor(role, func(k string) (string, bool) {
 		switch {
 		case k == config.EnvChannelURL && channelURL != "":
 			return channelURL, true
@@ -82,11 +84,11 @@ func (w *world) lambda(t *testing.T, role app.Role, channelURL string) http.Hand
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := app.Build(context.Background(), role, c, slog.New(slog.DiscardHandler))
+	served, err := app.Build(context.Background(), roles.Specs()[role], c, os.LookupEnv, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return served.HTTP
 }
 
 type envelope struct {
@@ -231,8 +233,8 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 	}
 	srv := httptest.NewServer(host)
 	t.Cleanup(srv.Close)
-	admin := w.lambda(t, app.Admin, "")
-	mailbox := w.lambda(t, app.Mailbox, srv.URL)
+	admin := w.lambda(t, config.Admin, "")
+	mailbox := w.lambda(t, config.Mailbox, srv.URL)
 	reader, sender := setup(t, admin)
 
 	// Nothing yet: the feed is empty; remember its cursor.
@@ -318,7 +320,7 @@ func TestFeedWaitCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, _ := setup(t, w.lambda(t, app.Admin, ""))
+	reader, _ := setup(t, w.lambda(t, config.Admin, ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := httptest.NewRequest(http.MethodGet, waitPath(reader, "", 5000), nil).WithContext(ctx)
@@ -364,7 +366,7 @@ func TestRun(t *testing.T) {
 	}
 
 	w := newWorld(t)
-	admin := w.lambda(t, app.Admin, "")
+	admin := w.lambda(t, config.Admin, "")
 	reader, _ := setup(t, admin)
 	addr := emulator.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())

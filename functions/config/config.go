@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Names of the environment variables.
@@ -39,6 +41,8 @@ const (
 	EnvChannelAddr      = "WAYPOST_CHANNEL_ADDR"
 	EnvDeliveryQueueURL = "WAYPOST_DELIVERY_QUEUE_URL"
 	EnvSQSEndpoint      = "WAYPOST_SQS_ENDPOINT"
+	// EnvMCPWaitsPerSpace caps the concurrent waypost_wait calls of one space in the MCP function.
+	EnvMCPWaitsPerSpace = "WAYPOST_MCP_WAITS_PER_SPACE"
 	// EnvWebhookAllowLoopback admits loopback and plain-http webhook targets: emulator tests ONLY.
 	EnvWebhookAllowLoopback = "WAYPOST_WEBHOOK_ALLOW_LOOPBACK"
 )
@@ -83,7 +87,7 @@ func Vars() []Var {
 	all := Functions()
 	withChannel := append(httpFunctions(), Channel)
 	queue := []string{Dispatcher, Deliverer}
-	webhooks := append(httpFunctions(), queue...)
+	webhooks := []string{Mailbox, Admin, MCP, Dispatcher, Deliverer} // the functions that build a webhook sender
 	return []Var{
 		{EnvTable, true, "name of the DynamoDB table (store/dynamo layout: pk, sk)", all},
 		{EnvBucket, true, "name of the S3 bucket holding blobs and large message bodies", all},
@@ -103,6 +107,7 @@ func Vars() []Var {
 		{EnvChannelAddr, false, "listen address of the channel container (default " + DefaultChannelAddr + "): internal API, feed.wait and /healthz on one port", []string{Channel}},
 		{EnvDeliveryQueueURL, false, "URL of the SQS queue of webhook delivery wake-ups: required by the dispatcher (sends) and the deliverer (receives and re-queues); the admin function sends the wake-up of a redelivery there (without it, the deliverer's scheduled sweep finds the redelivery)", append(slices.Clone(queue), Admin)},
 		{EnvSQSEndpoint, false, "SQS endpoint URL override (emulators only)", append(slices.Clone(queue), Admin)},
+		{EnvMCPWaitsPerSpace, false, "most waypost_wait calls one space may hold at once across the MCP function's instances (default 0: no cap; the CDK stack sets its mcpWaitsPerSpace context value, default 10); one more answers RATE_LIMITED with Retry-After", []string{MCP}},
 		{EnvWebhookAllowLoopback, false, "TESTS ONLY: \"1\" or \"true\" lets webhooks reach loopback addresses over plain http:// (emulator end-to-end tests); never set where untrusted users register targets. The function logs a warning at start when it is set", webhooks},
 	}
 }
@@ -167,6 +172,8 @@ type Config struct {
 	SQSEndpoint      string
 	// WebhookAllowLoopback admits loopback and plain-http webhook targets (EnvWebhookAllowLoopback; tests only).
 	WebhookAllowLoopback bool
+	// MCPWaitsPerSpace caps the concurrent waypost_wait calls of one space (EnvMCPWaitsPerSpace); 0: no cap.
+	MCPWaitsPerSpace int
 }
 
 // Load reads every variable of Vars from the process environment, with the checks of LoadFrom.
@@ -245,6 +252,13 @@ func load(function string, names []string, lookup func(string) (string, bool)) (
 		}
 		c.WebhookAllowLoopback = b
 	}
+	if v := get(EnvMCPWaitsPerSpace); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s must be a count ≥ 0, not %q", EnvMCPWaitsPerSpace, v))
+		}
+		c.MCPWaitsPerSpace = n
+	}
 	if v := get(EnvInlineBodyMax); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -291,6 +305,8 @@ func (c *Config) HasSecretARNs() bool {
 // Resolve fills AdminSecret, CursorKey and ChannelSecret from the secrets their ARNs name, if any, and
 // checks the lengths of the cursor key and the channel secret when there is one.
 func (c *Config) Resolve(ctx context.Context, get SecretGetter) error {
+	// The secrets are fetched concurrently: a cold start waits for the slowest, not for their sum.
+	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range []struct {
 		arn, env string
 		dst      *string
@@ -302,14 +318,19 @@ func (c *Config) Resolve(ctx context.Context, get SecretGetter) error {
 		if s.arn == "" {
 			continue
 		}
-		v, err := get(ctx, s.arn)
-		if err != nil {
-			return fmt.Errorf("config: reading the secret of %s: %w", s.env, err)
-		}
-		*s.dst = strings.TrimSpace(v)
-		if *s.dst == "" {
-			return fmt.Errorf("config: the secret of %s is empty", s.env)
-		}
+		g.Go(func() error {
+			v, err := get(gctx, s.arn)
+			if err != nil {
+				return fmt.Errorf("config: reading the secret of %s: %w", s.env, err)
+			}
+			if *s.dst = strings.TrimSpace(v); *s.dst == "" {
+				return fmt.Errorf("config: the secret of %s is empty", s.env)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if (c.CursorKey != "" || c.CursorKeyARN != "") && len(c.CursorKey) < MinCursorKeyBytes {
 		return fmt.Errorf("config: the cursor key must have at least %d bytes", MinCursorKeyBytes)

@@ -18,17 +18,18 @@ func TestVarsFor(t *testing.T) {
 	cursor := []string{"WAYPOST_CURSOR_KEY", "WAYPOST_CURSOR_KEY_ARN"}
 	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	webhooks := []string{"WAYPOST_WEBHOOK_ALLOW_LOOPBACK"}
+	// memory and blobs build no webhook sender; mailbox and mcp do (subscriptions).
 	http := join(base, cursor, []string{"WAYPOST_INLINE_BODY_MAX"}, obs,
-		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"}, webhooks)
+		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"})
 	admin := join(base, []string{"WAYPOST_ADMIN_SECRET", "WAYPOST_ADMIN_SECRET_ARN"}, cursor, []string{"WAYPOST_INLINE_BODY_MAX"}, obs,
 		[]string{"WAYPOST_CHANNEL_URL", "WAYPOST_CHANNEL_SECRET", "WAYPOST_CHANNEL_SECRET_ARN"}, webhooks,
 		[]string{"WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"})
 	queue := join(base, obs, []string{"WAYPOST_DELIVERY_QUEUE_URL", "WAYPOST_SQS_ENDPOINT"}, webhooks)
 	want := map[string][]string{
-		"mailbox":    http,
+		"mailbox":    join(http, webhooks),
 		"memory":     http,
 		"blobs":      http,
-		"mcp":        http,
+		"mcp":        join(http, webhooks, []string{"WAYPOST_MCP_WAITS_PER_SPACE"}),
 		"admin":      admin,
 		"sweeper":    join(base, obs),
 		"dispatcher": queue,

@@ -4,6 +4,9 @@
 // the deliveries that are due but whose wake-up was lost. Configuration: functions/config.
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/delivery"
+)
 
-func main() { app.Main(app.Deliverer) }
+func main() { app.Main(delivery.DelivererSpec()) }

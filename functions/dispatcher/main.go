@@ -5,6 +5,9 @@
 // images. Configuration: functions/config.
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/delivery"
+)
 
-func main() { app.Main(app.Dispatcher) }
+func main() { app.Main(delivery.DispatcherSpec()) }

@@ -3,6 +3,9 @@
 // (config.VarsFor("mailbox")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/webhookrole"
+)
 
-func main() { app.Main(app.Mailbox) }
+func main() { app.Main(webhookrole.Mailbox()) }

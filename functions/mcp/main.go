@@ -3,6 +3,9 @@
 // the admin secret. Configuration: functions/config (config.VarsFor("mcp")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/mcprole"
+)
 
-func main() { app.Main(app.MCP) }
+func main() { app.Main(mcprole.Spec()) }

@@ -3,6 +3,9 @@
 // functions/config (config.VarsFor("memory")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/httprole"
+)
 
-func main() { app.Main(app.Memory) }
+func main() { app.Main(httprole.Memory()) }

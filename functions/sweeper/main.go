@@ -4,6 +4,9 @@
 // functions/config (config.VarsFor("sweeper")).
 package main
 
-import "github.com/waypost/waypost/functions/internal/app"
+import (
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/sweep"
+)
 
-func main() { app.Main(app.Sweeper) }
+func main() { app.Main(sweep.Spec()) }

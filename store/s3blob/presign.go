@@ -83,7 +83,7 @@ func (s *Store) presignExpiry(expires time.Time) (time.Duration, error) {
 	}
 	d := time.Until(expires).Truncate(time.Second)
 	if d < time.Second {
-		return 0, fmt.Errorf("s3blob: presign: expiry %s is not in the future", expires.UTC().Format(time.RFC3339))
+		return 0, fmt.Errorf("s3blob: presign: expiry %s: %w", expires.UTC().Format(time.RFC3339), port.ErrPresignExpiry)
 	}
 	return min(d, maxPresignExpiry), nil
 }

@@ -1,14 +1,28 @@
-// Package app wires the Waypost AWS processes: configuration from the environment (functions/config, the
-// variables config.VarsFor lists for the process and no other), secrets from Secrets Manager, the DynamoDB
-// item store and the S3 blob store, and the domain service. For the HTTP functions it serves the shared HTTP
-// API through the API Gateway HTTP API (payload 2.0) adapter; for the sweeper it runs the upload sweep per
-// scheduled invocation. The mains in functions/<name> only pick a Role; the channel container
+// Package app is the core every Waypost AWS process shares: configuration from the environment
+// (functions/config, the variables config.VarsFor lists for the process and no other), the AWS SDK
+// configuration, secrets named by ARN resolved concurrently, the DynamoDB item store, the S3 blob store and
+// the domain service with the AWS limits, JSON logs, and the cold start and invocation loop of a Lambda
+// function (Init, Main).
+//
+// What a function serves comes from a Spec, built by the small package of its role and nothing else, so a
+// function's binary links only what its role uses (issue 17: each bootstrap ≤ 12 MB):
+//
+//	httprole      HTTP functions (memory, blobs): the shared HTTP API behind the API Gateway adapter
+//	webhookrole   HTTP functions that manage webhooks (mailbox, admin): adds the webhook sender and SQS
+//	mcprole       the MCP function: adds the MCP endpoint
+//	delivery      the webhook dispatcher and deliverer (DynamoDB stream, SQS)
+//	sweep         the upload sweeper (EventBridge schedule)
+//	secrets       Secrets Manager, for the functions whose configuration names secrets by ARN
+//	roles         every role's Spec by name, for tests only (importing it links every role)
+//
+// The mains in functions/<name> are one line: app.Main(<role package>.<Spec>()). The channel container
 // (functions/channelhost) builds its service with Resolve and Env.Service.
 package app
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,76 +32,55 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/waypost/waypost/api/httpapi"
-	"github.com/waypost/waypost/api/mcpapi"
 	"github.com/waypost/waypost/channel/chanclient"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/platform"
-	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/s3blob"
 )
 
-// Role is what one function serves; its value is the function's name in functions/config.
-type Role string
-
-// Roles of the functions built by scripts/build-functions. Every HTTP role serves the whole shared handler
-// (API Gateway routes only its operation group to it); they differ in what they hold. The dispatcher and
-// deliverer roles, which carry webhook deliveries, are in delivery.go.
-const (
-	// Mailbox serves messages, inbox, acks, status, describe and subscriptions.
-	Mailbox Role = config.Mailbox
-	// Memory serves the memory routes (publish, read, export).
-	Memory Role = config.Memory
-	// Blobs serves blob.prepare, the upload PUT, blob.commit and blob.get.
-	Blobs Role = config.Blobs
-	// Admin serves the control plane (/admin/v0); it alone holds the admin secret.
-	Admin Role = config.Admin
-	// MCP serves the MCP endpoint at /mcp (api/mcpapi, stateless Streamable HTTP with JSON responses).
-	MCP Role = config.MCP
-	// Sweeper runs on an EventBridge schedule: each invocation expires the unsealed uploads whose time passed.
-	Sweeper Role = config.Sweeper
-)
-
-// Name is the function's name (in every log line).
-func (r Role) Name() string { return string(r) }
-
-// Admin reports whether the role serves the control plane (and requires the admin secret); other functions
-// never hold it, so their handler answers /admin/v0 as disabled.
-func (r Role) Admin() bool { return r == Admin }
-
-// HTTP reports whether the role serves API Gateway HTTP API events.
-func (r Role) HTTP() bool {
-	switch r {
-	case Mailbox, Memory, Blobs, Admin, MCP:
-		return true
-	}
-	return false
-}
-
-// MountsMCP reports whether the role's handler serves /mcp.
-func (r Role) MountsMCP() bool { return r == MCP }
-
 // AWSLimits are the limits published by every AWS process: the defaults, except where the AWS transport
-// is the bound (SUPPLEMENT §2).
+// is the bound (SUPPLEMENT §5.3).
 //   - feed_wait_max_ms 25000: API Gateway ends an integration after 30 s.
-//   - max_blob_bytes 4 MiB: the upload PUT reaches Lambda through API Gateway as a base64 body in a
-//     synchronous invocation, whose payload is at most 6 MB (4 MiB encodes to 5.6 MB, leaving room for the
-//     event's headers); the content GET returns through the same 6 MB response.
+//   - max_blob_bytes 100 MiB, as embedded: blob bytes travel directly between clients and S3 through
+//     presigned URLs (domain/transfer.go), never through API Gateway or a function, whose 6 MB payload
+//     bounded them before. S3 would take up to 5 GiB in one PUT; the published figure is the one tested end
+//     to end, and ZIP exports, which stream every item through the memory function into S3, stay well
+//     within its 29 s.
 func AWSLimits() domain.Limits {
 	l := domain.DefaultLimits()
 	l.FeedWaitMaxMS = 25000
-	l.MaxBlobBytes = 4 << 20
+	l.MaxBlobBytes = 100 << 20
 	return l
+}
+
+// SecretSource returns how secrets named by ARN are fetched with an AWS configuration (package secrets:
+// Secrets Manager). A role whose configuration names no secret has none.
+type SecretSource func(aws.Config) config.SecretGetter
+
+// Served is what a role serves once initialized.
+type Served struct {
+	// Lambda is the handler lambda.Start runs.
+	Lambda any
+	// HTTP is the HTTP handler behind Lambda, for the HTTP roles (nil otherwise).
+	HTTP http.Handler
+	// Svc is the role's domain service.
+	Svc *domain.Service
+}
+
+// Spec is one function's role: its name in functions/config, where its secrets come from, and what it
+// builds over its environment at cold start.
+type Spec struct {
+	Name    string
+	Secrets SecretSource
+	Start   func(ctx context.Context, env Env, logger *slog.Logger) (Served, error)
 }
 
 // Env is the AWS side of one process: its function name, the SDK configuration, and its configuration with
@@ -98,23 +91,37 @@ type Env struct {
 	Config config.Config
 }
 
-// Resolve loads the AWS SDK configuration (region and credentials from the runtime) and fetches the secrets
-// cfg names by ARN from Secrets Manager (nothing is fetched when there are none).
-func Resolve(ctx context.Context, name string, cfg config.Config) (Env, error) {
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return Env{}, fmt.Errorf("%s: loading AWS configuration: %w", name, err)
+// LambdaAWSConfig is the AWS SDK configuration of a Lambda function, from the environment the runtime sets:
+// AWS_REGION (or AWS_DEFAULT_REGION) and the execution role's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_SESSION_TOKEN, which stay valid for the execution environment's life. It does without the SDK's
+// shared-config, SSO, STS and instance-metadata chain (config.LoadDefaultConfig), which a function never
+// uses and which would double its binary's AWS code; the channel container, whose credentials come from
+// the ECS endpoint, loads the full chain.
+func LambdaAWSConfig(lookup func(string) (string, bool)) (aws.Config, error) {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	region := get("AWS_REGION")
+	if region == "" {
+		region = get("AWS_DEFAULT_REGION")
 	}
+	id, secret := get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")
+	switch {
+	case region == "":
+		return aws.Config{}, errors.New("AWS_REGION is not set")
+	case id == "" || secret == "":
+		return aws.Config{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set (the Lambda runtime sets them)")
+	}
+	return aws.Config{Region: region,
+		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, secret, get("AWS_SESSION_TOKEN")))}, nil
+}
+
+// Resolve returns the environment of process name over awsCfg, fetching the secrets cfg names by ARN
+// through secrets (concurrently; nothing is fetched when there are none).
+func Resolve(ctx context.Context, name string, cfg config.Config, awsCfg aws.Config, secrets SecretSource) (Env, error) {
 	if cfg.HasSecretARNs() {
-		sm := secretsmanager.NewFromConfig(awsCfg)
-		err := cfg.Resolve(ctx, func(ctx context.Context, arn string) (string, error) {
-			out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
-			if err != nil {
-				return "", fmt.Errorf("GetSecretValue: %w", err)
-			}
-			return aws.ToString(out.SecretString), nil
-		})
-		if err != nil {
+		if secrets == nil {
+			return Env{}, fmt.Errorf("%s: the configuration names secrets by ARN but the function reads none", name)
+		}
+		if err := cfg.Resolve(ctx, secrets(awsCfg)); err != nil {
 			return Env{}, fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -129,10 +136,13 @@ type ServiceOptions struct {
 	// Watcher enables feed.wait: the channel container's in-process hubs, or a livefeed.Poller in the HTTP
 	// functions.
 	Watcher port.FeedWatcher
-	// Webhooks enables webhook subscriptions and deliveries (Env.WebhookSender); nil turns them off.
+	// Webhooks enables webhook subscriptions and deliveries; nil turns them off.
 	Webhooks port.WebhookSender
-	// DeliveryQueue is told about every delivery attempt that becomes due (Env.DeliveryQueue); nil for none.
+	// DeliveryQueue is told about every delivery attempt that becomes due; nil for none.
 	DeliveryQueue port.DeliveryQueue
+	// WaitsPerSpace caps the feed.waits one space holds at once across every process of the deployment
+	// (the MCP function's WAYPOST_MCP_WAITS_PER_SPACE); 0 for no cap.
+	WaitsPerSpace int
 }
 
 // Service builds the domain service over the DynamoDB table and the S3 bucket of e.Config, with AWSLimits,
@@ -174,71 +184,24 @@ func (e Env) Service(logger *slog.Logger, opts ServiceOptions) (*domain.Service,
 	limits := AWSLimits()
 	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
 		Notifier: notifier, Watcher: opts.Watcher, Limits: &limits, Webhooks: opts.Webhooks, DeliveryQueue: opts.DeliveryQueue,
-		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax})
+		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax, WaitsPerSpace: opts.WaitsPerSpace})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
 	}
 	return svc, ids, nil
 }
 
-// Build returns the HTTP handler of an HTTP role under cfg, resolving secrets named by ARN through Secrets
-// Manager. The MCP role also serves /mcp.
-func Build(ctx context.Context, role Role, cfg config.Config, logger *slog.Logger) (http.Handler, error) {
-	if !role.HTTP() {
-		return nil, fmt.Errorf("%s: not an HTTP function", role)
-	}
-	if !role.Admin() {
-		cfg.AdminSecret, cfg.AdminSecretARN = "", "" // never fetched, never served
-	}
-	env, err := Resolve(ctx, role.Name(), cfg)
-	if err != nil {
-		return nil, err
-	}
-	if role.Admin() && env.Config.AdminSecret == "" {
-		return nil, fmt.Errorf("%s: %s or %s is required", role, config.EnvAdminSecret, config.EnvAdminSecretARN)
-	}
-	// The live hubs are in the channel container, which serves HTTP feed.wait itself; here feed.wait (the
-	// MCP tool waypost_wait, or the HTTP route if routed to a function) re-reads the durable feed at
-	// livefeed.DefaultPollInterval, so describe's live_feed holds for every function that serves it.
-	sopts, err := env.webhookPorts(logger, ServiceOptions{Watcher: livefeed.Poller{}})
-	if err != nil {
-		return nil, err
-	}
-	svc, ids, err := env.Service(logger, sopts)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := schemas.New()
-	if err != nil {
-		return nil, fmt.Errorf("%s: loading schemas: %w", role, err)
-	}
-	opts := httpapi.Options{AdminSecret: env.Config.AdminSecret, Logger: logger, IDs: ids, Schemas: reg}
-	if role.MountsMCP() {
-		mcpHandler, err := mcpapi.New(svc, mcpapi.Options{Schemas: reg, IDs: ids, Logger: logger, Version: env.Config.Version})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", role, err)
-		}
-		opts.Extra = func(mux *http.ServeMux, _ *httpapi.API) { mux.Handle("/mcp", mcpHandler) }
-	}
-	api, err := httpapi.New(svc, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", role, err)
-	}
-	return api, nil
-}
-
 // Function is one initialized function (a cold start): its configuration and what it serves.
 type Function struct {
-	Role Role
+	Name string
 	// Config is the configuration as loaded: secrets named by ARN are not filled in.
 	Config config.Config
 	Logger *slog.Logger
-	// Handler serves the HTTP roles' requests; nil for the sweeper.
+	// Handler serves the HTTP roles' requests; nil for the others.
 	Handler http.Handler
-	svc     *domain.Service
-	// dispatch and deliver serve the dispatcher and the deliverer (delivery.go).
-	dispatch *DispatchHandler
-	deliver  *DeliverHandler
+	// Svc is the function's domain service.
+	Svc    *domain.Service
+	lambda any
 }
 
 // NewLogger returns the JSON logger of a process: level, and the process name on every line.
@@ -246,64 +209,68 @@ func NewLogger(w io.Writer, level slog.Level, name string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("function", name)
 }
 
-// Init is the cold start of role: it loads the configuration through lookup (os.LookupEnv in Main),
-// reading exactly the variables config.VarsFor lists for the role, logs JSON lines to logs, and builds what
-// the role serves. Errors are logged as well as returned.
-func Init(ctx context.Context, role Role, lookup func(string) (string, bool), logs io.Writer) (*Function, error) {
-	cfg, err := config.LoadFor(role.Name(), lookup)
+// Init is the cold start of spec: it loads the configuration through lookup (os.LookupEnv in Main),
+// reading exactly the variables config.VarsFor lists for the role and the runtime's AWS variables, logs
+// JSON lines to logs, and builds what the role serves. Errors are logged as well as returned.
+func Init(ctx context.Context, spec Spec, lookup func(string) (string, bool), logs io.Writer) (*Function, error) {
+	cfg, err := config.LoadFor(spec.Name, lookup)
 	level := slog.LevelInfo
 	if err == nil {
 		level = cfg.LogLevel
 	}
-	logger := NewLogger(logs, level, role.Name())
+	logger := NewLogger(logs, level, spec.Name)
+	if err == nil && spec.Start == nil {
+		err = fmt.Errorf("%s: no such role", spec.Name)
+	}
 	if err != nil {
 		logger.Error("configuration", "error", err.Error())
 		return nil, err
 	}
-	f := &Function{Role: role, Logger: logger}
-	switch {
-	case role.HTTP():
-		f.Handler, err = Build(ctx, role, cfg, logger)
-	case role == Sweeper:
-		var env Env
-		if env, err = Resolve(ctx, role.Name(), cfg); err == nil {
-			f.svc, _, err = env.Service(logger, ServiceOptions{})
-		}
-	case role == Dispatcher || role == Deliverer:
-		err = f.initDelivery(ctx, cfg)
-	default:
-		err = fmt.Errorf("%s: no such role", role)
-	}
+	served, err := start(ctx, spec, cfg, lookup, logger)
 	if err != nil {
 		logger.Error("start-up", "error", err.Error())
 		return nil, err
 	}
-	f.Config = cfg
-	logger.Info("ready", "table", cfg.Table, "bucket", cfg.Bucket, "version", cfg.Version, "admin", role.Admin())
-	return f, nil
+	logger.Info("ready", "table", cfg.Table, "bucket", cfg.Bucket, "version", cfg.Version, "admin", cfg.AdminSecret != "" || cfg.AdminSecretARN != "")
+	return &Function{Name: spec.Name, Config: cfg, Logger: logger, Handler: served.HTTP, Svc: served.Svc, lambda: served.Lambda}, nil
 }
 
-// lambdaHandler is the handler lambda.Start runs for the function.
-func (f *Function) lambdaHandler() any {
-	if f.Handler != nil {
-		return httpadapter.NewV2(f.Handler).ProxyWithContext
+// Build builds what spec serves under cfg, with the AWS configuration read through lookup: Init without
+// loading the configuration or logging (tests build handlers with it).
+func Build(ctx context.Context, spec Spec, cfg config.Config, lookup func(string) (string, bool), logger *slog.Logger) (Served, error) {
+	if spec.Start == nil {
+		return Served{}, fmt.Errorf("%s: no such role", spec.Name)
 	}
-	if f.dispatch != nil {
-		return f.dispatch.Handle
-	}
-	if f.deliver != nil {
-		return f.deliver.Handle
-	}
-	// The EventBridge scheduled event carries nothing the sweep needs.
-	return func(ctx context.Context, _ json.RawMessage) (SweepResult, error) { return f.Sweep(ctx) }
+	return start(ctx, spec, cfg, lookup, logger)
 }
 
-// Main runs role as a Lambda function: Init once per execution environment (cold start), then serve
+func start(ctx context.Context, spec Spec, cfg config.Config, lookup func(string) (string, bool), logger *slog.Logger) (Served, error) {
+	awsCfg, err := LambdaAWSConfig(lookup)
+	if err != nil {
+		return Served{}, fmt.Errorf("%s: AWS configuration: %w", spec.Name, err)
+	}
+	env, err := Resolve(ctx, spec.Name, cfg, awsCfg, spec.Secrets)
+	if err != nil {
+		return Served{}, err
+	}
+	served, err := spec.Start(ctx, env, logger)
+	if err == nil && served.Lambda == nil {
+		err = fmt.Errorf("%s: the role serves nothing", spec.Name)
+	}
+	return served, err
+}
+
+// Main runs spec as a Lambda function: Init once per execution environment (cold start), then serve
 // invocations. Start-up errors end the process with status 1, which Lambda reports as an init failure.
-func Main(role Role) {
-	f, err := Init(context.Background(), role, os.LookupEnv, os.Stdout)
+func Main(spec Spec) {
+	f, err := Init(context.Background(), spec, os.LookupEnv, os.Stdout)
 	if err != nil {
 		os.Exit(1)
 	}
-	lambda.Start(f.lambdaHandler())
+	lambda.Start(f.lambda)
+}
+
+// JSONHandler adapts a handler of raw JSON events (as the scheduled sweeper's) for lambda.Start.
+func JSONHandler[T any](f func(ctx context.Context) (T, error)) func(context.Context, json.RawMessage) (T, error) {
+	return func(ctx context.Context, _ json.RawMessage) (T, error) { return f(ctx) }
 }

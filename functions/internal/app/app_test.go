@@ -5,13 +5,21 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/roles"
 )
+
+func build(ctx context.Context, name string, cfg config.Config, log *slog.Logger) (http.Handler, error) {
+	served, err := app.Build(ctx, roles.Specs()[name], cfg, os.LookupEnv, log)
+	return served.HTTP, err
+}
 
 func offline(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
@@ -28,14 +36,14 @@ func TestBuildAdminSecret(t *testing.T) {
 	offline(t)
 	cfg := config.Config{Table: "t", Bucket: "b", CursorKey: strings.Repeat("k", 32), InlineBodyMax: 4096, Version: "test"}
 	log := slog.New(slog.DiscardHandler)
-	if _, err := app.Build(context.Background(), app.Admin, cfg, log); err == nil || !strings.Contains(err.Error(), config.EnvAdminSecret) {
+	if _, err := build(context.Background(), config.Admin, cfg, log); err == nil || !strings.Contains(err.Error(), config.EnvAdminSecret) {
 		t.Fatalf("admin without a secret: %v", err)
 	}
-	if _, err := app.Build(context.Background(), app.Mailbox, cfg, log); err != nil {
+	if _, err := build(context.Background(), config.Mailbox, cfg, log); err != nil {
 		t.Fatalf("mailbox: %v", err)
 	}
 	cfg.AdminSecret = "wpa_secret"
-	if _, err := app.Build(context.Background(), app.Admin, cfg, log); err != nil {
+	if _, err := build(context.Background(), config.Admin, cfg, log); err != nil {
 		t.Fatalf("admin with a secret: %v", err)
 	}
 }
@@ -57,30 +65,34 @@ func every() map[string]string {
 // variable set; the HTTP roles build a handler, and only the MCP role serves /mcp.
 func TestInitReadsOnlyItsVariables(t *testing.T) {
 	offline(t)
-	for _, role := range []app.Role{app.Mailbox, app.Memory, app.Blobs, app.Admin, app.MCP, app.Sweeper, app.Dispatcher, app.Deliverer} {
+	for _, role := range []string{config.Mailbox, config.Memory, config.Blobs, config.Admin, config.MCP, config.Sweeper, config.Dispatcher, config.Deliverer} {
 		var read []string
 		lookup := func(name string) (string, bool) {
 			read = append(read, name)
+			if strings.HasPrefix(name, "AWS_") {
+				return os.LookupEnv(name)
+			}
 			v, ok := every()[name]
 			return v, ok
 		}
 		var logs strings.Builder
-		f, err := app.Init(context.Background(), role, lookup, &logs)
+		f, err := app.Init(context.Background(), roles.Specs()[role], lookup, &logs)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", role, err, logs.String())
 		}
-		want, err := config.VarsFor(role.Name())
+		want, err := config.VarsFor(role)
 		if err != nil {
 			t.Fatal(err)
 		}
+		read = slices.DeleteFunc(read, func(n string) bool { return strings.HasPrefix(n, "AWS_") }) // the runtime's
 		got := slices.Compact(slices.Sorted(slices.Values(read)))
 		if w := slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
 			t.Errorf("%s looked up %q, config.VarsFor lists %q", role, got, w)
 		}
-		if !strings.Contains(logs.String(), `"msg":"ready"`) || !strings.Contains(logs.String(), `"function":"`+role.Name()+`"`) {
+		if !strings.Contains(logs.String(), `"msg":"ready"`) || !strings.Contains(logs.String(), `"function":"`+role+`"`) {
 			t.Errorf("%s: no ready line naming the function: %s", role, logs.String())
 		}
-		if role.HTTP() != (f.Handler != nil) {
+		if http := role != config.Sweeper && role != config.Dispatcher && role != config.Deliverer; http != (f.Handler != nil) {
 			t.Fatalf("%s: handler %v", role, f.Handler)
 		}
 		if f.Handler == nil {
@@ -89,10 +101,18 @@ func TestInitReadsOnlyItsVariables(t *testing.T) {
 		// No token: the MCP endpoint answers 401 before touching the store; elsewhere /mcp is no route.
 		rec := httptest.NewRecorder()
 		f.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{}`)))
-		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusNotFound}[role == app.MCP]; rec.Code != want {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusNotFound}[role == config.MCP]; rec.Code != want {
 			t.Errorf("%s: POST /mcp = %d, want %d: %s", role, rec.Code, want, rec.Body)
 		}
-		if role == app.Admin {
+		if role == config.Admin {
+			continue
+		}
+		if role == config.MCP { // API Gateway routes only /mcp to it: nothing else is served
+			rec = httptest.NewRecorder()
+			f.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/admin/v0/spaces/sp_x", nil))
+			if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "NOT_FOUND") || !strings.Contains(logs.String(), `"msg":"request"`) {
+				t.Errorf("mcp: /admin/v0 = %d %s", rec.Code, rec.Body)
+			}
 			continue
 		}
 		// Only the admin role serves the control plane: elsewhere it is disabled, whatever the secret.
@@ -112,22 +132,43 @@ func TestInitRejects(t *testing.T) {
 	// A configuration error is logged as a JSON line naming the variable.
 	env := every()
 	delete(env, config.EnvCursorKey)
-	if _, err := app.Init(context.Background(), app.Memory, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &logs); err == nil ||
+	if _, err := app.Init(context.Background(), roles.Specs()[config.Memory], func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
+			return v, ok
+		}
+		v, ok := env[k]
+		return v, ok
+	}, &logs); err == nil ||
 		!strings.Contains(logs.String(), `"msg":"configuration"`) || !strings.Contains(logs.String(), config.EnvCursorKey) {
 		t.Fatalf("memory without a cursor key: %v\n%s", err, logs.String())
 	}
 	// A role functions/config does not know never starts; the dispatcher needs its queue.
-	lookup := func(k string) (string, bool) { v, ok := every()[k]; return v, ok }
-	if _, err := app.Init(context.Background(), app.Role("billing"), lookup, &logs); err == nil {
+	lookup := func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
+			return v, ok
+		}
+		v, ok := every()[k]
+		return v, ok
+	}
+	if _, err := app.Init(context.Background(), app.Spec{Name: "billing"}, lookup, &logs); err == nil {
 		t.Fatal("an unknown role started")
 	}
 	noQueue := every()
 	delete(noQueue, config.EnvDeliveryQueueURL)
-	if _, err := app.Init(context.Background(), app.Dispatcher, func(k string) (string, bool) { v, ok := noQueue[k]; return v, ok }, &logs); err == nil {
+	if _, err := app.Init(context.Background(), roles.Specs()[config.Dispatcher], func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
+			return v, ok
+		}
+		v, ok := noQueue[k]
+		return v, ok
+	}, &logs); err == nil {
 		t.Fatal("the dispatcher started without a delivery queue")
 	}
-	if _, err := app.Build(context.Background(), app.Sweeper, config.Config{}, slog.New(slog.DiscardHandler)); err == nil {
-		t.Fatal("Build of the sweeper returned an HTTP handler")
+	// A configuration naming secrets by ARN starts only a role that reads secrets.
+	if _, err := app.Build(context.Background(), app.Spec{Name: config.Sweeper, Start: roles.Specs()[config.Sweeper].Start},
+		config.Config{Table: "t", Bucket: "b", CursorKeyARN: "arn:aws:secretsmanager:us-east-1:1:secret:k"}, os.LookupEnv, slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), "reads none") {
+		t.Fatalf("a role without secrets given a secret ARN: %v", err)
 	}
 }
 
@@ -137,9 +178,9 @@ func TestAWSLimits(t *testing.T) {
 	if l.FeedWaitMaxMS != 25000 {
 		t.Errorf("feed_wait_max_ms = %d, want 25000 (API Gateway's 30 s integration limit)", l.FeedWaitMaxMS)
 	}
-	// A blob of max_blob_bytes, base64-encoded in the invocation event, fits Lambda's 6 MB payload with
-	// room for the event around it.
-	if enc := (l.MaxBlobBytes + 2) / 3 * 4; enc+64<<10 > 6_000_000 {
-		t.Errorf("max_blob_bytes %d encodes to %d bytes: too close to Lambda's 6 MB payload", l.MaxBlobBytes, enc)
+	// Blob bytes travel through presigned S3 URLs, never through a function: AWS publishes at least the
+	// embedded limit (the emulator end-to-end test moves a blob of that size).
+	if l.MaxBlobBytes < domain.DefaultLimits().MaxBlobBytes {
+		t.Errorf("max_blob_bytes = %d, less than the embedded %d", l.MaxBlobBytes, domain.DefaultLimits().MaxBlobBytes)
 	}
 }

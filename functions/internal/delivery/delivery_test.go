@@ -1,4 +1,4 @@
-package app_test
+package delivery_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/delivery"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
@@ -97,8 +97,8 @@ type deliveryWorld struct {
 	stream   *dynamotest.Stream
 	sender   *fakeSender
 	queue    *fakeQueue
-	dispatch *app.DispatchHandler
-	deliver  *app.DeliverHandler
+	dispatch *delivery.DispatchHandler
+	deliver  *delivery.DeliverHandler
 	a, b     domaintest.Party
 	space    string
 }
@@ -123,8 +123,8 @@ func newDeliveryWorld(t *testing.T) *deliveryWorld {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	w.dispatch = &app.DispatchHandler{Svc: w.f.Svc, Logger: log}
-	w.deliver = &app.DeliverHandler{Svc: deliverer, Queue: w.queue, Logger: log}
+	w.dispatch = &delivery.DispatchHandler{Svc: w.f.Svc, Logger: log}
+	w.deliver = &delivery.DeliverHandler{Svc: deliverer, Queue: w.queue, Logger: log}
 	w.space = w.f.Space().SpaceID
 	w.a, w.b = w.f.Party(w.space), w.f.Party(w.space)
 	_, err = w.f.Svc.UpsertSubscription(context.Background(), w.b.P, domain.UpsertSubscriptionRequest{RequestID: "sub-1",
@@ -325,7 +325,7 @@ func TestDeliverHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := w.deliver.Handle(ctx, sched)
-	if res, ok := out.(app.DueSweepResult); err != nil || !ok || res.Due != 1 || res.Requeued != 1 || res.More {
+	if res, ok := out.(delivery.DueSweepResult); err != nil || !ok || res.Due != 1 || res.Requeued != 1 || res.More {
 		t.Fatalf("scheduled sweep: %#v, %v", out, err)
 	}
 	if wakes := w.queue.take(); len(wakes) != 1 || wakes[0].ref != ref {

@@ -1,4 +1,8 @@
-package app
+// Package delivery is the webhook delivery path on AWS (issue 7): the table's stream feeds the dispatcher,
+// which creates one delivery record per (feed item, announcing subscription) and queues its wake-up on SQS;
+// the deliverer receives the wake-ups and makes the attempts. The domain holds every rule; these roles only
+// translate Lambda events into domain calls. Their configuration names no secret.
+package delivery
 
 import (
 	"context"
@@ -10,29 +14,25 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/queuerole"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/sqsqueue"
-	"github.com/waypost/waypost/webhook/dial"
-	"github.com/waypost/waypost/webhook/sender"
 )
 
-// Roles of the webhook delivery path (issue 7, AWS): the table's stream feeds the dispatcher, which
-// creates one delivery record per (feed item, announcing subscription) and queues its wake-up on SQS; the
-// deliverer receives the wake-ups and makes the attempts. The domain holds every rule; these roles only
-// translate Lambda events into domain calls.
+// The function names of the roles (errors and logs).
 const (
 	// Dispatcher consumes the table's DynamoDB stream (view type NEW_IMAGE or NEW_AND_OLD_IMAGES, with
 	// ReportBatchItemFailures): domain.Service.DispatchFeedItems on the new images.
-	Dispatcher Role = config.Dispatcher
+	Dispatcher = config.Dispatcher
 	// Deliverer consumes the delivery queue (SQS, with ReportBatchItemFailures): one
 	// domain.Service.AttemptDelivery per message, re-queueing what is not finished. Invoked by an
 	// EventBridge schedule, it re-queues the deliveries that are due (a lost wake-up).
-	Deliverer Role = config.Deliverer
+	Deliverer = config.Deliverer
 )
 
 // Deliverer tuning.
@@ -44,77 +44,35 @@ const (
 	DueSweepLimit = 1000
 )
 
-// WebhookSender returns the webhook sender of the process: public HTTPS targets only, unless the
-// configuration sets config.EnvWebhookAllowLoopback (emulator tests only), which it then warns about.
-func (e Env) WebhookSender(logger *slog.Logger) (port.WebhookSender, error) {
-	allow := e.Config.WebhookAllowLoopback
-	snd, err := sender.New(sender.Options{Dial: dial.Options{AllowHTTP: allow, AllowLoopback: allow}})
-	if err != nil {
-		return nil, fmt.Errorf("%s: webhook sender: %w", e.Name, err)
-	}
-	if allow {
-		logger.Warn("WARNING: " + config.EnvWebhookAllowLoopback + " is set: webhooks may reach loopback addresses over plain http://. " +
-			"This is for emulator tests only and must never be set where untrusted users register webhook targets.")
-	}
-	return snd, nil
-}
+// DispatcherSpec is the dispatcher's role.
+func DispatcherSpec() app.Spec { return app.Spec{Name: Dispatcher, Start: start} }
 
-// DeliveryQueue returns the SQS delivery queue of the process, or nil when its configuration names none.
-func (e Env) DeliveryQueue() (port.DeliveryQueue, error) {
-	if e.Config.DeliveryQueueURL == "" {
-		return nil, nil
-	}
-	q, err := sqsqueue.New(sqs.NewFromConfig(e.AWS, sqsqueue.ClientOptions(e.Config.SQSEndpoint)), e.Config.DeliveryQueueURL, sqsqueue.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: delivery queue: %w", e.Name, err)
-	}
-	return q, nil
-}
+// DelivererSpec is the deliverer's role.
+func DelivererSpec() app.Spec { return app.Spec{Name: Deliverer, Start: start} }
 
-// webhookPorts returns the webhook ports of a function's domain service: the sender, and the delivery
-// queue where the configuration names one (the dispatcher, and the admin function for redeliveries).
-func (e Env) webhookPorts(logger *slog.Logger, opts ServiceOptions) (ServiceOptions, error) {
-	var err error
-	if opts.Webhooks, err = e.WebhookSender(logger); err != nil {
-		return opts, err
-	}
-	if opts.DeliveryQueue, err = e.DeliveryQueue(); err != nil {
-		return opts, err
-	}
-	return opts, nil
-}
-
-// initDelivery is the cold start of the dispatcher and the deliverer. The deliverer's domain service has
-// no delivery queue: its handler queues every wake-up itself (after an attempt, and for a delivery woken
+// start is the cold start of the dispatcher and the deliverer. The deliverer's domain service has no
+// delivery queue: its handler queues every wake-up itself (after an attempt, and for a delivery woken
 // before it is due), so that a failed send is a batch item failure SQS retries rather than a lost wake-up.
-func (f *Function) initDelivery(ctx context.Context, cfg config.Config) error {
-	env, err := Resolve(ctx, f.Role.Name(), cfg)
-	if err != nil {
-		return err
-	}
-	opts, err := env.webhookPorts(f.Logger, ServiceOptions{})
-	if err != nil {
-		return err
+func start(_ context.Context, env app.Env, logger *slog.Logger) (app.Served, error) {
+	var opts app.ServiceOptions
+	if err := queuerole.Ports(env, logger, &opts); err != nil {
+		return app.Served{}, err
 	}
 	queue := opts.DeliveryQueue
 	if queue == nil {
-		return fmt.Errorf("%s: %s is required", f.Role, config.EnvDeliveryQueueURL)
+		return app.Served{}, fmt.Errorf("%s: %s is required", env.Name, config.EnvDeliveryQueueURL)
 	}
-	if f.Role == Deliverer {
+	if env.Name == Deliverer {
 		opts.DeliveryQueue = nil
 	}
-	svc, _, err := env.Service(f.Logger, opts)
+	svc, _, err := env.Service(logger, opts)
 	if err != nil {
-		return err
+		return app.Served{}, err
 	}
-	f.svc = svc
-	switch f.Role {
-	case Dispatcher:
-		f.dispatch = &DispatchHandler{Svc: svc, Logger: f.Logger}
-	case Deliverer:
-		f.deliver = &DeliverHandler{Svc: svc, Queue: queue, Logger: f.Logger}
+	if env.Name == Dispatcher {
+		return app.Served{Lambda: (&DispatchHandler{Svc: svc, Logger: logger}).Handle, Svc: svc}, nil
 	}
-	return nil
+	return app.Served{Lambda: (&DeliverHandler{Svc: svc, Queue: queue, Logger: logger}).Handle, Svc: svc}, nil
 }
 
 // DispatchHandler serves the dispatcher function.

@@ -1,0 +1,43 @@
+// Package webhookrole gives domain services their webhook sender on AWS (SSRF-safe, Standard Webhooks
+// signatures). The mailbox function (subscriptions: the verification challenge) is its HTTP role; the MCP
+// function and the queue roles (package queuerole: admin, dispatcher, deliverer) use its sender too.
+package webhookrole
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/functions/internal/app"
+	"github.com/waypost/waypost/functions/internal/httprole"
+	"github.com/waypost/waypost/webhook/dial"
+	"github.com/waypost/waypost/webhook/sender"
+)
+
+// Mailbox serves messages, inbox, acks, status, describe and webhook subscriptions (the sender makes their
+// verification challenge; the mailbox queues no delivery).
+func Mailbox() app.Spec { return httprole.Spec(config.Mailbox, httprole.Options{Ports: SenderPorts}) }
+
+// SenderPorts sets the webhook sender in opts, without a delivery queue (roles whose configuration names
+// none, which so never link the SQS client).
+func SenderPorts(env app.Env, logger *slog.Logger, opts *app.ServiceOptions) error {
+	var err error
+	opts.Webhooks, err = Sender(env, logger)
+	return err
+}
+
+// Sender returns the webhook sender of the process: public HTTPS targets only, unless the configuration
+// sets config.EnvWebhookAllowLoopback (emulator tests only), which it then warns about.
+func Sender(env app.Env, logger *slog.Logger) (port.WebhookSender, error) {
+	allow := env.Config.WebhookAllowLoopback
+	snd, err := sender.New(sender.Options{Dial: dial.Options{AllowHTTP: allow, AllowLoopback: allow}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: webhook sender: %w", env.Name, err)
+	}
+	if allow {
+		logger.Warn("WARNING: " + config.EnvWebhookAllowLoopback + " is set: webhooks may reach loopback addresses over plain http://. " +
+			"This is for emulator tests only and must never be set where untrusted users register webhook targets.")
+	}
+	return snd, nil
+}
