@@ -117,7 +117,9 @@ func (c *Client) ExportMemoryMarkdown(ctx context.Context, collectionID string, 
 
 // OpenMemoryExportZip opens the server-built ZIP export (format zip, capability server_export): manifest.json,
 // README.md and the items under files/. It is streamed; a ZIP cut short by a failure does not open, so check
-// the archive before trusting it. Close the reader when done.
+// the archive before trusting it. Close the reader when done. Where the deployment transfers bytes directly
+// (AWS) the service answers with a redirect to the export object in its blob store, which is followed
+// without the credential.
 func (c *Client) OpenMemoryExportZip(ctx context.Context, collectionID string, revision *int64) (io.ReadCloser, error) {
 	return c.openExport(ctx, collectionID, revision, "zip", "application/zip")
 }
@@ -129,21 +131,4 @@ func (c *Client) openExport(ctx context.Context, collectionID string, revision *
 		return nil, err
 	}
 	return resp.Body, nil
-}
-
-// OpenExportZip opens the server ZIP export of a revision (head when revision is nil) of a collection
-// (GET /v0/collections/{collection_id}/export?format=zip, capability server_export) for streaming. Where
-// the deployment transfers bytes directly (AWS) the service answers with a redirect to the export object
-// in its blob store, which is followed without the credential. size is the archive's length, or -1 when
-// the response does not say. The download is bounded like OpenBlobContent's.
-func (c *Client) OpenExportZip(ctx context.Context, collectionID string, revision *int64) (body io.ReadCloser, size int64, err error) {
-	q := url.Values{"format": {"zip"}}
-	if revision != nil {
-		q.Set("revision", strconv.FormatInt(*revision, 10))
-	}
-	resp, err := c.t.stream(ctx, rawRequest{method: http.MethodGet, path: collectionPath(collectionID) + "/export", query: q, accept: "application/zip"})
-	if err != nil {
-		return nil, 0, err
-	}
-	return resp.Body, resp.ContentLength, nil
 }

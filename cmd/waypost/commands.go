@@ -19,6 +19,7 @@ func commands() []*cobra.Command {
 		newBlobCmd(),
 		newMemoryCmd(),
 		newWaitCmd(),
+		newSmokeCmd(),
 		newSubscribeCmd(),
 		newSubscriptionsCmd(),
 		newUnsubscribeCmd(),
