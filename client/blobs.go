@@ -18,8 +18,9 @@ import (
 //
 //  1. PrepareBlob with a request_id, the size, type and SHA-256 of the content: the service fixes the
 //     object key and returns an upload_id and the blob_id the blob will have.
-//  2. UploadContent streams the bytes (PUT /v0/uploads/{upload_id}/content). Repeating it with the same
-//     bytes answers already_uploaded; it is not a seal.
+//  2. UploadPrepared streams the bytes to the prepared upload_url: the service's route (PUT
+//     /v0/uploads/{upload_id}/content, also UploadContent), or a presigned blob store URL (AWS, direct.go).
+//     Repeating it with the same bytes answers already_uploaded; it is not a seal.
 //  3. CommitBlob with another request_id seals the blob; only sealed blobs can be referenced.
 //
 // A client that saves both request IDs and the upload_id before sending can resume after any failure by

@@ -54,6 +54,11 @@ func (c *Client) UploadPrepared(ctx context.Context, prep domain.BlobPrepareResu
 		}
 		headers[k] = v
 	}
+	if size > 0 {
+		// The store may refuse before reading the body (412 when the key is taken, 403 when expired): it
+		// then says so without the whole body crossing the network first.
+		headers["Expect"] = "100-continue"
+	}
 	method := prep.UploadMethod
 	if method == "" {
 		method = http.MethodPut

@@ -74,6 +74,7 @@ type lambdaFn struct {
 	invokeURL string // invocation URL
 	mu        *sync.Mutex
 	logs      *syncbuf.Buffer
+	riePID    int // the emulator's process; the bootstrap is its child, started at the first invocation
 }
 
 // envFor is the process environment of a function: the AWS SDK's settings for the emulators, and each
@@ -128,7 +129,8 @@ func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &lambdaFn{name: name, invokeURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs}
+	return &lambdaFn{name: name, invokeURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs,
+		riePID: cmd.Process.Pid}
 }
 
 // envelope is the RFC §5.2 result envelope.

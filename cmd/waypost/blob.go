@@ -32,9 +32,10 @@ func newBlobPutCmd() *cobra.Command {
 		Short: "Upload a file as a sealed blob, resumably, and print its blob_id",
 		Long: `Upload FILE as a blob of the token's actor and print its blob_id.
 
-The file is read twice: first to compute its SHA-256 and size, then to stream it to the service, which
-checks both on the bytes it receives. Nothing is buffered in memory, whatever the file's size (up to the
-service's max_blob_bytes, see 'waypost describe').
+The file is read twice: first to compute its SHA-256 and size, then to stream it to the upload_url that
+blob.prepare answers: the service's upload route, or (on AWS) a presigned S3 URL that takes exactly these
+bytes once, without the token. Either checks size and SHA-256 on the bytes it receives. Nothing is
+buffered in memory, whatever the file's size (up to the service's max_blob_bytes, see 'waypost describe').
 
 The upload is resumable. Before anything is sent, the request IDs of blob.prepare and blob.commit are
 saved in a state file under <state-dir>/uploads/ (default ~/.waypost/uploads/). Running the same command
