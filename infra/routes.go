@@ -36,8 +36,8 @@ func (r Route) Key() string { return r.Method + " " + r.Path }
 
 // Routes is the route table of the HTTP API: SUPPLEMENT §11.1 (data plane), §11.3 (control plane), the
 // webhook subscription calls, MCP and the channel service. api/httpapi serves the same method and path
-// patterns (a test parses it and compares). Requests that match no route go to the $default route, the
-// mailbox function, so they get Waypost's own NOT_FOUND / method errors in the §5.2 envelope.
+// patterns (a test parses it and compares). The API has no $default route: a request that matches no route
+// gets API Gateway's own 404 Not Found without invoking any function (issue 17: edge protection).
 func Routes() []Route {
 	const sp = "/admin/v0/spaces/{space_id}"
 	return []Route{

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +38,49 @@ type Settings struct {
 	// ChannelDockerfile its Dockerfile, relative to that context.
 	ChannelContextDir string
 	ChannelDockerfile string
+
+	// Edge protection (issue 17).
+
+	// ThrottleRateLimit and ThrottleBurstLimit are the HTTP API stage's default route throttling: steady
+	// requests per second and burst, across all clients. Beyond them API Gateway answers 429 before any
+	// function runs.
+	ThrottleRateLimit  float64
+	ThrottleBurstLimit int
+	// ReservedConcurrency caps how many instances of each function run at once (and reserves them out of
+	// the account's concurrency): a flood on one route cannot take the account's whole quota, and one
+	// function cannot starve the others. A function absent from the map (or every function, with the context
+	// value "off") runs unreserved, in the account's shared pool.
+	ReservedConcurrency map[string]int
+	// MCPWaitsPerSpace caps the waypost_wait calls one space may hold at once in the MCP function (each holds
+	// a function instance for up to 25 s); 0 turns the cap off.
+	MCPWaitsPerSpace int
+	// AvailabilityZoneIDs are the AZ IDs (e.g. use1-az1) of the VPC's two public subnets, where the channel
+	// task and the VPC link's interfaces live. HTTP API VPC links exist only in some AZ IDs of each region;
+	// empty means the stack's per-region default (DefaultVPCLinkAZIDs), looked up at deploy time.
+	AvailabilityZoneIDs []string
+}
+
+// DefaultReservedConcurrency is the reserved concurrency of each function without context: 78 in all,
+// well inside the 1000 of a standard account quota (AWS keeps at least 100 unreserved). Accounts with a
+// lower quota (new accounts may start at 10) set reservedConcurrency=off or ask for an increase first.
+func DefaultReservedConcurrency() map[string]int {
+	return map[string]int{FnMailbox: 20, FnMemory: 10, FnBlobs: 10, FnAdmin: 2, FnMCP: 20, FnDispatcher: 5, FnDeliverer: 10, FnSweeper: 1}
+}
+
+// DefaultVPCLinkAZIDs are, per region, two AZ IDs in which API Gateway offers HTTP API VPC links (from
+// the API Gateway developer guide, "Set up VPC links for HTTP APIs": availability by region). A stack
+// deployed to another region needs the availabilityZoneIds context value.
+func DefaultVPCLinkAZIDs() map[string][2]string {
+	return map[string][2]string{
+		"us-east-1":      {"use1-az1", "use1-az2"},
+		"us-east-2":      {"use2-az1", "use2-az2"},
+		"us-west-1":      {"usw1-az1", "usw1-az3"},
+		"us-west-2":      {"usw2-az1", "usw2-az2"},
+		"ap-east-1":      {"ape1-az2", "ape1-az3"},
+		"ap-south-1":     {"aps1-az1", "aps1-az2"},
+		"ap-northeast-2": {"apne2-az1", "apne2-az2"},
+		"ap-southeast-1": {"apse1-az1", "apse1-az2"},
+	}
 }
 
 // Context keys read by SettingsFromContext.
@@ -50,6 +95,16 @@ const (
 	CtxFunctionsDir       = "functionsDir"
 	CtxChannelContextDir  = "channelContextDir"
 	CtxChannelDockerfile  = "channelDockerfile"
+	// CtxThrottleRateLimit and CtxThrottleBurstLimit set the stage throttling (requests per second, burst).
+	CtxThrottleRateLimit  = "throttleRateLimit"
+	CtxThrottleBurstLimit = "throttleBurstLimit"
+	// CtxReservedConcurrency is "off", or "name=n,…" (or a JSON object) overriding DefaultReservedConcurrency;
+	// n = 0 leaves that function unreserved.
+	CtxReservedConcurrency = "reservedConcurrency"
+	// CtxMCPWaitsPerSpace sets MCPWaitsPerSpace.
+	CtxMCPWaitsPerSpace = "mcpWaitsPerSpace"
+	// CtxAvailabilityZoneIDs is a comma-separated list of two AZ IDs, e.g. "euw1-az1,euw1-az2".
+	CtxAvailabilityZoneIDs = "availabilityZoneIds"
 )
 
 // DefaultSettings are the settings without any context: stage dev, 30-day logs, deletion protection on,
@@ -64,6 +119,11 @@ func DefaultSettings() Settings {
 		FunctionsDir:       "bin/functions",
 		ChannelContextDir:  ".",
 		ChannelDockerfile:  "deploy/channel/Dockerfile",
+
+		ThrottleRateLimit:   100,
+		ThrottleBurstLimit:  200,
+		ReservedConcurrency: DefaultReservedConcurrency(),
+		MCPWaitsPerSpace:    10,
 	}
 }
 
@@ -91,6 +151,37 @@ func SettingsFromContext(get func(key string) any) (Settings, error) {
 		}
 		s.LogRetentionDays = n
 	}
+	if v := get(CtxThrottleRateLimit); v != nil {
+		n, err := strconv.ParseFloat(strings.TrimSpace(fmt.Sprint(v)), 64)
+		if err != nil {
+			return Settings{}, fmt.Errorf("context %s: %q is not a number of requests per second", CtxThrottleRateLimit, fmt.Sprint(v))
+		}
+		s.ThrottleRateLimit = n
+	}
+	for key, dst := range map[string]*int{CtxThrottleBurstLimit: &s.ThrottleBurstLimit, CtxMCPWaitsPerSpace: &s.MCPWaitsPerSpace} {
+		if v := get(key); v != nil {
+			n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(v)))
+			if err != nil {
+				return Settings{}, fmt.Errorf("context %s: %q is not a whole number", key, fmt.Sprint(v))
+			}
+			*dst = n
+		}
+	}
+	if v := get(CtxReservedConcurrency); v != nil {
+		rc, err := parseReserved(v)
+		if err != nil {
+			return Settings{}, err
+		}
+		s.ReservedConcurrency = rc
+	}
+	if v := get(CtxAvailabilityZoneIDs); v != nil {
+		s.AvailabilityZoneIDs = nil
+		for _, id := range strings.Split(fmt.Sprint(v), ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				s.AvailabilityZoneIDs = append(s.AvailabilityZoneIDs, id)
+			}
+		}
+	}
 	if v := get(CtxDeletionProtection); v != nil {
 		b, err := strconv.ParseBool(strings.TrimSpace(fmt.Sprint(v)))
 		if err != nil {
@@ -115,7 +206,70 @@ func (s Settings) Validate() error {
 	if s.FunctionsDir == "" || s.ChannelContextDir == "" || s.ChannelDockerfile == "" {
 		return fmt.Errorf("context %s, %s and %s must not be empty", CtxFunctionsDir, CtxChannelContextDir, CtxChannelDockerfile)
 	}
+	if s.ThrottleRateLimit <= 0 || s.ThrottleBurstLimit <= 0 {
+		return fmt.Errorf("context %s and %s must be positive (got %v and %d)", CtxThrottleRateLimit, CtxThrottleBurstLimit, s.ThrottleRateLimit, s.ThrottleBurstLimit)
+	}
+	for name, n := range s.ReservedConcurrency {
+		if !slices.Contains(Functions(), name) || n < 0 {
+			return fmt.Errorf("context %s: %s=%d: want a function of %v and a count ≥ 0", CtxReservedConcurrency, name, n, Functions())
+		}
+	}
+	if s.MCPWaitsPerSpace < 0 {
+		return fmt.Errorf("context %s: %d must be ≥ 0", CtxMCPWaitsPerSpace, s.MCPWaitsPerSpace)
+	}
+	if n := s.ReservedConcurrency[FnMCP]; n > 0 && s.MCPWaitsPerSpace >= n {
+		return fmt.Errorf("context %s: %d waits per space would let one space hold every one of the MCP function's %d reserved instances", CtxMCPWaitsPerSpace, s.MCPWaitsPerSpace, n)
+	}
+	if s.AvailabilityZoneIDs != nil {
+		if len(s.AvailabilityZoneIDs) != 2 || s.AvailabilityZoneIDs[0] == s.AvailabilityZoneIDs[1] {
+			return fmt.Errorf("context %s: want two distinct AZ IDs (such as use1-az1,use1-az2), got %q", CtxAvailabilityZoneIDs, s.AvailabilityZoneIDs)
+		}
+		for _, id := range s.AvailabilityZoneIDs {
+			if !azIDPattern.MatchString(id) {
+				return fmt.Errorf("context %s: %q is not an AZ ID (such as use1-az1; AZ names like us-east-1a differ between accounts)", CtxAvailabilityZoneIDs, id)
+			}
+		}
+	}
 	return nil
+}
+
+// azIDPattern matches an Availability Zone ID (use1-az1, apne1-az4, usw2-lax1-az1).
+var azIDPattern = regexp.MustCompile(`^[a-z]{2,5}[0-9](-[a-z]{3}[0-9])?-az[0-9]+$`)
+
+// parseReserved reads the reservedConcurrency context value: "off" (no function reserved), "name=n,…" or
+// a JSON object {"name": n}, each name overriding DefaultReservedConcurrency.
+func parseReserved(v any) (map[string]int, error) {
+	out := DefaultReservedConcurrency()
+	set := func(name string, n int) { out[strings.TrimSpace(name)] = n }
+	switch x := v.(type) {
+	case map[string]any:
+		for name, val := range x {
+			n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(val)))
+			if err != nil {
+				return nil, fmt.Errorf("context %s: %s=%v is not a whole number", CtxReservedConcurrency, name, val)
+			}
+			set(name, n)
+		}
+	default:
+		str := strings.TrimSpace(fmt.Sprint(v))
+		if str == "off" {
+			return map[string]int{}, nil
+		}
+		for _, part := range strings.Split(str, ",") {
+			name, val, ok := strings.Cut(part, "=")
+			n, err := strconv.Atoi(strings.TrimSpace(val))
+			if !ok || err != nil {
+				return nil, fmt.Errorf("context %s: %q: want off, or name=n,… (functions %v)", CtxReservedConcurrency, str, Functions())
+			}
+			set(name, n)
+		}
+	}
+	for name, n := range out {
+		if n == 0 {
+			delete(out, name)
+		}
+	}
+	return out, nil
 }
 
 // retentionDays maps a number of days to the CloudWatch Logs retention of that length.

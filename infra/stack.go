@@ -48,10 +48,14 @@ const (
 	envDeliveryQueueURL = "WAYPOST_DELIVERY_QUEUE_URL"
 	envCursorKey        = "WAYPOST_CURSOR_KEY"
 	envChannelAddr      = "WAYPOST_CHANNEL_ADDR"
+	envMCPWaitsPerSpace = "WAYPOST_MCP_WAITS_PER_SPACE"
 )
 
 // ChannelPort is the port the channel service container listens on.
 const ChannelPort = 8788
+
+// exportsPrefix is where the memory function writes ZIP exports (domain: exports/<space>/<id>.zip).
+const exportsPrefix = "exports/"
 
 // functionEnv lists, for each function, the environment variables the stack sets on it. It is written out
 // by hand on purpose: the test compares it with what functions/config says each function reads.
@@ -61,7 +65,7 @@ func functionEnv() map[string][]string {
 		FnMailbox: data,
 		FnMemory:  data,
 		FnBlobs:   data,
-		FnMCP:     data,
+		FnMCP:     append([]string{envMCPWaitsPerSpace}, data...),
 		// The admin function wakes the deliverer for a redelivery.
 		FnAdmin:      append([]string{envAdminSecretARN, envDeliveryQueueURL}, data...),
 		FnDispatcher: {envTable, envBucket, envLogLevel, envVersion, envDeliveryQueueURL},
@@ -140,13 +144,28 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		MinimumTLSVersion: jsii.Number(1.2),
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		// Uploads are create-only PutObject calls straight to the sealed blob's key
+		// Uploads are create-only PUTs (presigned, straight from clients) to the sealed blob's key
 		// (spaces/<space>/blobs/<blob>): an unsealed upload has no prefix of its own, and the sweeper deletes
-		// the objects of expired ones. So the only lifecycle rule is for multipart uploads left incomplete.
+		// the objects of expired ones. ZIP exports are written under exports/ and served by presigned GETs
+		// valid 15 minutes: they expire after a day. Multipart uploads left incomplete are aborted.
 		LifecycleRules: &[]*awss3.LifecycleRule{{
 			Id:                                  jsii.String("abort-incomplete-multipart-uploads"),
 			Enabled:                             jsii.Bool(true),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}, {
+			Id:         jsii.String("expire-exports"),
+			Enabled:    jsii.Bool(true),
+			Prefix:     jsii.String(exportsPrefix),
+			Expiration: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		// Presigned uploads and downloads come from browsers and agents anywhere; the signature, not the
+		// origin, authorizes them.
+		Cors: &[]*awss3.CorsRule{{
+			AllowedMethods: &[]awss3.HttpMethods{awss3.HttpMethods_PUT, awss3.HttpMethods_GET},
+			AllowedOrigins: jsii.Strings("*"),
+			AllowedHeaders: jsii.Strings("*"),
+			ExposedHeaders: jsii.Strings("ETag", "x-amz-checksum-sha256"),
+			MaxAge:         jsii.Number(3600),
 		}},
 		RemovalPolicy: dataRemoval,
 	})
@@ -207,6 +226,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		envVersion:          jsii.String(s.AppVersion),
 		envChannelURL:       apiURL,
 		envDeliveryQueueURL: deliveryQueue.QueueUrl(),
+		envMCPWaitsPerSpace: jsii.String(fmt.Sprint(s.MCPWaitsPerSpace)),
 	}
 	envs := functionEnv()
 	for _, spec := range functionSpecs() {
@@ -235,17 +255,22 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 			}
 			env[name] = v
 		}
+		var reserved *float64
+		if n, ok := s.ReservedConcurrency[spec.name]; ok && n > 0 {
+			reserved = jsii.Number(n)
+		}
 		fn := awslambda.NewFunction(stack, jsii.String(fnID(spec.name)), &awslambda.FunctionProps{
-			Description:  jsii.String(spec.description),
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture: awslambda.Architecture_ARM_64(),
-			Handler:      jsii.String("bootstrap"),
-			Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
-			Role:         role,
-			LogGroup:     logs,
-			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeout)),
-			MemorySize:   jsii.Number(spec.memoryMiB),
-			Environment:  &env,
+			ReservedConcurrentExecutions: reserved,
+			Description:                  jsii.String(spec.description),
+			Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:                 awslambda.Architecture_ARM_64(),
+			Handler:                      jsii.String("bootstrap"),
+			Code:                         awslambda.Code_FromAsset(jsii.String(dir), nil),
+			Role:                         role,
+			LogGroup:                     logs,
+			Timeout:                      awscdk.Duration_Seconds(jsii.Number(spec.timeout)),
+			MemorySize:                   jsii.Number(spec.memoryMiB),
+			Environment:                  &env,
 		})
 		st.Functions[spec.name] = fn
 	}
@@ -281,6 +306,11 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	for _, fn := range []string{FnMailbox, FnMemory, FnBlobs, FnMCP} {
 		grantObjects(fn, "s3:GetObject", "s3:PutObject")
 	}
+	// The memory function writes ZIP exports (multipart above 8 MiB) under exports/ and presigns their GET.
+	fns[FnMemory].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"),
+		Resources: &[]*string{awscdk.Fn_Join(jsii.String(""), &[]*string{bucket.BucketArn(), jsii.String("/" + exportsPrefix + "*")})},
+	}))
 	grantObjects(FnSweeper, "s3:GetObject", "s3:DeleteObject")
 	for name, fn := range fns {
 		for _, v := range envs[name] {
@@ -345,6 +375,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		// Restricting the default security group takes a custom-resource Lambda; nothing uses that group.
 		RestrictDefaultSecurityGroup: jsii.Bool(false),
 	})
+	placeSubnets(stack, vpc, s.AvailabilityZoneIDs)
 	vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
 		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(awslogs.NewLogGroup(stack, jsii.String("FlowLogs"), &awslogs.LogGroupProps{
 			Retention: retention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
@@ -446,12 +477,8 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 			Integration: integ,
 		})
 	}
-	// Anything else reaches the mailbox function, which answers with Waypost's own error envelope.
-	awsapigatewayv2.NewHttpRoute(api, jsii.String("DefaultRoute"), &awsapigatewayv2.HttpRouteProps{
-		HttpApi:     api,
-		RouteKey:    awsapigatewayv2.HttpRouteKey_DEFAULT(),
-		Integration: integrations[FnMailbox],
-	})
+	// No $default route: API Gateway itself answers a request that matches no route with 404 Not Found, so
+	// unmatched paths (scanners, typos) never invoke a function.
 
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention: retention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
@@ -460,6 +487,11 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		HttpApi:    api,
 		StageName:  jsii.String("$default"),
 		AutoDeploy: jsii.Bool(true),
+		// Stage throttling: beyond it API Gateway answers 429 before any function runs.
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(s.ThrottleRateLimit),
+			BurstLimit: jsii.Number(s.ThrottleBurstLimit),
+		},
 	})
 	// Access logs (no bodies, no Authorization header): one JSON line per request.
 	stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
@@ -523,6 +555,8 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		Period:     awscdk.Duration_Minutes(jsii.Number(5)),
 		Operations: &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS},
 	}))
+	addServiceAlarms(stack, s.Stage, alarmTargets{api: api, table: table, dispatcher: fns[FnDispatcher], channel: service,
+		deliveryQueue: deliveryQueue, topic: topic})
 
 	// ---- Outputs.
 

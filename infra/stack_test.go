@@ -50,6 +50,13 @@ func TestStack(t *testing.T) {
 		}
 	})
 	t.Run("CdkNagAwsSolutions", func(t *testing.T) { checkNag(t, sy) })
+	t.Run("StageThrottling", func(t *testing.T) { checkThrottling(t, sy, DefaultSettings()) })
+	t.Run("ReservedConcurrency", func(t *testing.T) { checkReserved(t, sy, DefaultReservedConcurrency()) })
+	t.Run("ServiceAlarmsOnOneTopic", func(t *testing.T) { checkServiceAlarms(t, sy) })
+	t.Run("UnmatchedPathsInvokeNoFunction", func(t *testing.T) { checkNoDefaultRoute(t, sy) })
+	t.Run("MCPWaitCap", func(t *testing.T) { checkMCPWaitCap(t, sy, DefaultSettings().MCPWaitsPerSpace) })
+	t.Run("VPCLinkAvailabilityZones", func(t *testing.T) { checkAZs(t, sy, nil) })
+	t.Run("ExportsExpire", func(t *testing.T) { checkExportsLifecycle(t, sy) })
 	t.Run("FunctionEnvironmentMatchesConfig", func(t *testing.T) { checkEnvironment(t, sy) })
 }
 
@@ -62,7 +69,16 @@ func TestStackContext(t *testing.T) {
 	s.DomainName = "waypost.example.com"
 	s.CertificateARN = "arn:aws:acm:us-east-1:111111111111:certificate/00000000-0000-0000-0000-000000000000"
 	s.AlarmEmail = "ops@example.com"
+	s.ThrottleRateLimit, s.ThrottleBurstLimit = 12.5, 40
+	s.ReservedConcurrency = map[string]int{FnMCP: 6, FnSweeper: 1}
+	s.MCPWaitsPerSpace = 4
+	s.AvailabilityZoneIDs = []string{"euw1-az1", "euw1-az3"}
 	sy := synth(t, s)
+	checkThrottling(t, sy, s)
+	checkReserved(t, sy, s.ReservedConcurrency)
+	checkMCPWaitCap(t, sy, 4)
+	checkAZs(t, sy, s.AvailabilityZoneIDs)
+	checkServiceAlarms(t, sy)
 	if got := *sy.stack.Stack.StackName(); got != "Waypost-prod" {
 		t.Errorf("stack name %s", got)
 	}
@@ -86,6 +102,7 @@ func TestStackContext(t *testing.T) {
 	hasOutput(t, sy, "McpUrl", map[string]any{"Value": "https://waypost.example.com/mcp"})
 	hasProps(t, sy, "AWS::SNS::Subscription", map[string]any{
 		"Protocol": "email", "Endpoint": "ops@example.com",
+		"TopicArn": map[string]any{"Ref": sy.resourcesOf("AWS::SNS::Topic")[0].ID},
 	})
 	checkNag(t, sy)
 }
@@ -154,7 +171,7 @@ func checkRoutes(t *testing.T, sy synthesized) {
 			t.Errorf("route %s: no lambda:InvokeFunction permission for API Gateway on %s", key, fn)
 		}
 	}
-	want := map[string]bool{"$default": true}
+	want := map[string]bool{}
 	for _, r := range Routes() {
 		want[r.Key()] = true
 		if r.Target == TargetChannel {
@@ -168,7 +185,6 @@ func checkRoutes(t *testing.T, sy synthesized) {
 		}
 		checkLambda(r.Key(), r.Target, r.Path)
 	}
-	checkLambda("$default", FnMailbox, "")
 	for key := range routes {
 		if !want[key] {
 			t.Errorf("route %s is not in Routes()", key)
@@ -232,6 +248,8 @@ func wildcardAllowlist() []wildcardException {
 	return []wildcardException{
 		{"s3-objects-under-spaces: object keys are generated at run time, all under spaces/ (domain/keys.go)",
 			[]string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, regexp.MustCompile(`^<Bucket[0-9A-F]+\.Arn>/spaces/\*$`)},
+		{"s3-objects-under-exports: ZIP export objects are named at run time, all under exports/ (domain/keys.go)",
+			[]string{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}, regexp.MustCompile(`^<Bucket[0-9A-F]+\.Arn>/exports/\*$`)},
 		{"dynamodb-liststreams: dynamodb:ListStreams has no resource-level permissions (DynamoDB event source)",
 			[]string{"dynamodb:ListStreams"}, regexp.MustCompile(`^\*$`)},
 		{"ecr-authorization-token: ecr:GetAuthorizationToken has no resource-level permissions (image pull)",
@@ -332,13 +350,14 @@ func checkBucket(t *testing.T, sy synthesized) {
 			map[string]any{"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "AES256"}},
 		}},
 		"OwnershipControls": map[string]any{"Rules": []any{map[string]any{"ObjectOwnership": "BucketOwnerEnforced"}}},
-		// Unsealed uploads have no prefix of their own (the sweeper deletes them): nothing expires.
+		// Unsealed uploads have no prefix of their own (the sweeper deletes them): no blob expires; only ZIP
+		// exports under exports/ do (checkExportsLifecycle).
 		"LifecycleConfiguration": map[string]any{"Rules": []any{like(map[string]any{
 			"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
 			"Status":                         "Enabled",
 			"ExpirationInDays":               assertions.Match_Absent(),
 			"Prefix":                         assertions.Match_Absent(),
-		})}},
+		}), like(map[string]any{"Prefix": exportsPrefix, "ExpirationInDays": 1})}},
 	})
 	// TLS only: a deny on aws:SecureTransport false for the bucket and its objects.
 	hasProps(t, sy, "AWS::S3::BucketPolicy", map[string]any{
