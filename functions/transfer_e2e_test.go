@@ -232,6 +232,57 @@ func TestEmulatedStack(t *testing.T) {
 		}
 	})
 
+	t.Run("MCPBlobGetAnswersPresignedURL", func(t *testing.T) {
+		content := []byte("# via MCP\n")
+		sum := sha256.Sum256(content)
+		prep, err := cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: "text/markdown", SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.UploadPrepared(ctx, prep, int64(len(content)), bytes.NewReader(content)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.CommitBlob(ctx, domain.BlobCommitRequest{RequestID: client.NewRequestID(), UploadID: prep.UploadID}); err != nil {
+			t.Fatal(err)
+		}
+		call := func(method string, params any) map[string]any {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+			req, _ := http.NewRequest(http.MethodPost, st.gw.URL()+"/mcp", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Result map[string]any `json:"result"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.Result == nil {
+				t.Fatalf("MCP %s: %d %v", method, resp.StatusCode, err)
+			}
+			return out.Result
+		}
+		call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}})
+		res := call("tools/call", map[string]any{"name": "waypost_blob_get", "arguments": map[string]any{"blob_id": prep.BlobID}})
+		data, _ := res["structuredContent"].(map[string]any)["data"].(map[string]any)
+		url, _ := data["download_url"].(string)
+		if !strings.HasPrefix(url, st.s3Endpoint+"/") || data["download_expires_at"] == nil {
+			t.Fatalf("waypost_blob_get: %v", res)
+		}
+		resp, err := http.Get(url) // no credential
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Equal(got, content) {
+			t.Fatalf("GET of the MCP download_url: %d %q", resp.StatusCode, got)
+		}
+	})
+
 	t.Run("StoreRefusals", func(t *testing.T) {
 		content := make([]byte, 1<<20)
 		if _, err := rand.Read(content); err != nil {
