@@ -284,7 +284,10 @@ func TestEmulatedStack(t *testing.T) {
 	})
 
 	t.Run("StoreRefusals", func(t *testing.T) {
-		content := make([]byte, 1<<20)
+		// 16 KiB: S3 refuses a taken key or an expired URL before reading the body; versitygw then resets the
+		// connection (real S3 answers Expect: 100-continue first), and a body that fits the socket buffers is
+		// written whole, so the test reads the refusal rather than the reset.
+		content := make([]byte, 16<<10)
 		if _, err := rand.Read(content); err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +298,7 @@ func TestEmulatedStack(t *testing.T) {
 			t.Fatalf("prepare: %+v %v", prep, err)
 		}
 		wrong := bytes.Clone(content)
-		wrong[12345] ^= 0xff
+		wrong[1234] ^= 0xff
 		if status := rawPut(t, prep, wrong); status != http.StatusBadRequest {
 			t.Fatalf("S3 took wrong bytes: %d", status)
 		}
@@ -351,16 +354,18 @@ func TestEmulatedStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		small := content
+		smallSum := sum
 		late, err := behind.PrepareBlob(ctx, p, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: "application/octet-stream",
-			SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})
+			SizeBytes: int64(len(small)), SHA256: hex.EncodeToString(smallSum[:])})
 		if err != nil || !strings.HasPrefix(late.UploadURL, st.s3Endpoint+"/") {
 			t.Fatalf("prepare of a late upload: %+v %v", late, err)
 		}
 		time.Sleep(4 * time.Second)
-		if status := rawPut(t, late, content); status != http.StatusForbidden {
+		if status := rawPut(t, late, small); status != http.StatusForbidden {
 			t.Fatalf("PUT to an expired URL: %d", status)
 		}
-		if _, err := cl.UploadPrepared(ctx, late, int64(len(content)), bytes.NewReader(content)); !client.IsCode(err, domain.CodeUploadExpired) {
+		if _, err := cl.UploadPrepared(ctx, late, int64(len(small)), bytes.NewReader(small)); !client.IsCode(err, domain.CodeUploadExpired) {
 			t.Fatalf("client upload to an expired URL: %v", err)
 		}
 	})
