@@ -8,8 +8,13 @@
 //
 // Refused: RFC 1918 private ranges, loopback, link-local (including cloud metadata at 169.254.169.254),
 // CGNAT 100.64.0.0/10, unspecified, multicast, broadcast and other reserved IPv4 ranges, IPv6 outside
-// 2000::/3 (so ::1, ::, fe80::/10, fc00::/7, ff00::/8, IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96) and
-// the reserved 2000::/3 blocks the ssrf package lists (6to4, Teredo, documentation).
+// 2000::/3 (so ::1, ::, fe80::/10, fc00::/7, ff00::/8, NAT64 64:ff9b::/96) and the reserved 2000::/3
+// blocks the ssrf package lists (6to4, Teredo, documentation).
+//
+// An IPv4-mapped IPv6 address (::ffff:a.b.c.d), as a URL literal or as a resolver's answer (Go's resolver
+// answers names from the hosts file that way), is normalised to its IPv4 address before it is classified
+// and dialed: ::ffff:10.0.0.1 is refused as private, ::ffff:127.0.0.1 as loopback (admitted only with
+// Options.AllowLoopback, so "localhost" works there), and a mapped public address is admitted.
 //
 // Further rules: HTTPS only unless Options.AllowHTTP; the port must be 443 (80 for http) unless
 // Options.Ports widens it; redirects are never followed (a 3xx is returned as the response); no HTTP proxy is
@@ -290,13 +295,11 @@ func numericHost(host string) bool {
 
 // checkAddr applies the address rules to one destination.
 func (c *Client) checkAddr(ap netip.AddrPort) error {
-	a := ap.Addr()
-	switch {
-	case a.Zone() != "":
+	if ap.Addr().Zone() != "" {
 		return &TargetError{Addr: ap.String(), Reason: "scoped IPv6 address"}
-	case a.Is4In6():
-		return &TargetError{Addr: ap.String(), Reason: "IPv4-mapped IPv6 address"}
 	}
+	a := ap.Addr().Unmap() // ::ffff:a.b.c.d is a.b.c.d: classify (and dial) the IPv4 address
+	ap = netip.AddrPortFrom(a, ap.Port())
 	if err := c.guard.SafeAddr(a); err != nil {
 		return &TargetError{Addr: ap.String(), Reason: "address is not public", Err: err}
 	}
@@ -351,12 +354,13 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 		if i == maxAddrs || ctx.Err() != nil {
 			break
 		}
-		ap := netip.AddrPortFrom(ip, uint16(port))
-		// The socket layer turns an IPv4-mapped answer into plain IPv4 before Control runs, so refuse it here.
-		if ip.Is4In6() || ip.Zone() != "" {
-			errs = append(errs, c.checkAddr(ap))
+		if ip.Zone() != "" {
+			errs = append(errs, c.checkAddr(netip.AddrPortFrom(ip, uint16(port))))
 			continue
 		}
+		// An IPv4-mapped answer is dialed as the IPv4 address it maps, which the Control hook then
+		// classifies as such (a mapped private or loopback address stays refused).
+		ap := netip.AddrPortFrom(ip.Unmap(), uint16(port))
 		conn, err := c.dialer.DialContext(ctx, network, ap.String())
 		if err == nil {
 			return conn, nil

@@ -103,7 +103,6 @@ func TestRefusedTargets(t *testing.T) {
 		{name: "ula fd", url: "https://[fd12:3456::1]/"},
 		{name: "mapped loopback", url: "http://[::ffff:127.0.0.1]/", http: true},
 		{name: "mapped private", url: "https://[::ffff:10.0.0.1]/"},
-		{name: "mapped public", url: "https://[::ffff:8.8.8.8]/"},
 		{name: "mapped hex form", url: "https://[::ffff:7f00:1]/"},
 		{name: "nat64 loopback", url: "https://[64:ff9b::7f00:1]/"},
 		{name: "6to4 loopback", url: "https://[2002:7f00:1::]/"},
@@ -176,7 +175,6 @@ func TestRefusedTargets(t *testing.T) {
 		{name: "dns ula", answer: addrs("fd00::1")},
 		{name: "dns mapped private", answer: addrs("::ffff:10.0.0.1")},
 		{name: "dns mapped loopback", answer: addrs("::ffff:127.0.0.1")},
-		{name: "dns mapped public", answer: addrs("::ffff:8.8.8.8")},
 		{name: "dns unspecified v4", answer: addrs("0.0.0.0")},
 		{name: "dns unspecified v6", answer: addrs("::")},
 		{name: "dns multicast v4", answer: addrs("224.0.0.251")},
@@ -244,7 +242,9 @@ func TestPublicTargetsPass(t *testing.T) {
 		// just outside the refused ranges: the table's boundaries are exact
 		"https://9.255.255.255/", "https://11.0.0.1/", "https://172.15.255.255/", "https://172.32.0.1/", "https://192.167.255.255/",
 		"https://192.169.0.1/", "https://169.253.255.255/", "https://169.255.0.1/", "https://100.63.255.255/", "https://100.128.0.1/",
-		"https://126.255.255.255/", "https://128.0.0.1/", "https://223.255.255.254/"} {
+		"https://126.255.255.255/", "https://128.0.0.1/", "https://223.255.255.254/",
+		// an IPv4-mapped literal is classified as the IPv4 address it maps
+		"https://[::ffff:8.8.8.8]/", "https://[0:0:0:0:0:ffff:808:808]/"} {
 		if _, err := c.CheckURL(u); err != nil {
 			t.Errorf("CheckURL(%s): %v", u, err)
 		}
@@ -408,11 +408,69 @@ func TestLoopbackEndToEnd(t *testing.T) {
 			t.Fatalf("server received %q", got)
 		}
 	}
-	// AllowLoopback admits loopback only: private and link-local addresses stay refused.
-	for _, u := range []string{"https://10.0.0.1/", "https://169.254.169.254/", "https://[::ffff:127.0.0.1]/"} {
+	// AllowLoopback admits loopback only: private and link-local addresses stay refused, mapped or not.
+	for _, u := range []string{"https://10.0.0.1/", "https://169.254.169.254/", "https://[::ffff:10.0.0.1]/", "https://[::ffff:169.254.169.254]/"} {
 		if _, err := dev.CheckURL(u); !isTarget(err) {
 			t.Fatalf("AllowLoopback admitted %s", u)
 		}
+	}
+}
+
+// TestIPv4MappedAnswers: Go's resolver answers names from the hosts file as IPv4-mapped IPv6
+// (::ffff:a.b.c.d). Such an answer is classified and dialed as the IPv4 address it maps: a mapped
+// stand-in public address is reached, a mapped loopback one is reached with AllowLoopback (the
+// "localhost" of `waypost serve --allow-loopback-webhooks`) and refused without it, a mapped private one
+// is always refused.
+func TestIPv4MappedAnswers(t *testing.T) {
+	public, publicConns := listenOn(t, "127.0.0.2", 0, http.HandlerFunc(okHandler))
+	port := public.Listener.Addr().(*net.TCPAddr).Port
+	_, loopConns := listenOn(t, "127.0.0.1", port, http.HandlerFunc(okHandler))
+	standIn := []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
+	post := func(c *Client, host string) error {
+		resp, err := c.Post(context.Background(), fmt.Sprintf("http://%s:%d/hook", host, port), nil, []byte("{}"))
+		if err == nil && (resp.StatusCode != 200 || string(resp.Body) != "ok") {
+			return fmt.Errorf("answer %d %q", resp.StatusCode, resp.Body)
+		}
+		return err
+	}
+
+	res := newResolver()
+	res.set("mapped-public.test", addrs("::ffff:127.0.0.2"))
+	res.set("localhost", addrs("::ffff:127.0.0.1"))
+	res.set("mapped-private.test", addrs("::ffff:10.0.0.1"))
+	strict := newClient(t, Options{Resolver: res, AllowHTTP: true, Ports: []uint16{uint16(port)}, testAllowed: standIn})
+	if err := post(strict, "mapped-public.test"); err != nil {
+		t.Fatalf("mapped public answer: %v", err)
+	}
+	if publicConns.Load() != 1 {
+		t.Fatalf("public stand-in saw %d connections, want 1", publicConns.Load())
+	}
+	if err := post(strict, "[::ffff:127.0.0.2]"); err != nil {
+		t.Fatalf("mapped public literal: %v", err)
+	}
+	for _, host := range []string{"mapped-private.test", "[::ffff:10.0.0.1]", "[::ffff:127.0.0.1]"} {
+		if err := post(strict, host); !isTarget(err) {
+			t.Fatalf("%s: %v, want *TargetError", host, err)
+		}
+	}
+	if _, err := strict.CheckURL(fmt.Sprintf("http://localhost:%d/", port)); !isTarget(err) {
+		t.Fatalf("localhost without AllowLoopback: %v", err)
+	}
+	if loopConns.Load() != 0 {
+		t.Fatalf("loopback server saw %d connections without AllowLoopback", loopConns.Load())
+	}
+
+	dev := newClient(t, Options{Resolver: res, AllowHTTP: true, AllowLoopback: true})
+	for _, host := range []string{"localhost", "[::ffff:127.0.0.1]"} {
+		if err := post(dev, host); err != nil {
+			t.Fatalf("AllowLoopback %s: %v", host, err)
+		}
+	}
+	if loopConns.Load() != 2 {
+		t.Fatalf("loopback server saw %d connections, want 2", loopConns.Load())
+	}
+	if err := post(dev, "mapped-private.test"); !isTarget(err) {
+		t.Fatalf("AllowLoopback admitted a mapped private answer: %v", err)
 	}
 }
 
