@@ -12,7 +12,7 @@ import (
 	"github.com/waypost/waypost/server"
 )
 
-const realAdminSecret = "test-admin-secret-0123456789abcdef"
+const realAdminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // realWorld is an embedded server behind httptest with one space: a writer actor (all scopes, own consumer)
 // with a collection it is the source of, and a reader actor with memory.read on that collection.

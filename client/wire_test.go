@@ -51,7 +51,7 @@ func (r *recorder) take() []byte {
 // operation's response schema. It also checks that decoding into the shared domain types and encoding
 // again keeps every member the server sent (the client drops nothing it is given).
 func TestWireShapesAgainstRealServer(t *testing.T) {
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdef"})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 	rec := &recorder{}
 	hc := &http.Client{Transport: rec}
 	ctx := context.Background()
-	ad := client.NewAdmin(hs.URL, "test-admin-secret-0123456789abcdef", client.WithHTTPClient(hc))
+	ad := client.NewAdmin(hs.URL, "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz", client.WithHTTPClient(hc))
 
 	check := func(what, schema string, typed any, err error) {
 		t.Helper()

@@ -33,7 +33,7 @@ import (
 
 func TestMain(m *testing.M) { s3test.Main(m) }
 
-const adminSecret = "wpa_e2e-admin-secret-0123456789abcdef"
+const adminSecret = "wpa_e2e-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // buildFunctions builds the named functions' bootstrap binaries for this machine, with the flags of
 // scripts/build-functions, in one go build (which links them in parallel).

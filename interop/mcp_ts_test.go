@@ -31,7 +31,7 @@ func TestTypeScriptMCPClient(t *testing.T) {
 		}
 		t.Skip("node or interop/mcp-ts/node_modules missing; scripts/test installs them (npm ci --prefix interop/mcp-ts)")
 	}
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdef"})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // BenchmarkFeedWaitWake measures how long after a send's HTTP response a consumer's pending
 // GET /v0/feed/wait returns with the item (fsync on). Reported as p50/p99 wake latency.
 func BenchmarkFeedWaitWake(b *testing.B) {
-	srv, err := server.Open(server.Config{DataDir: b.TempDir(), AdminSecret: "bench-admin-secret-0123456789abcdef"})
+	srv, err := server.Open(server.Config{DataDir: b.TempDir(), AdminSecret: "bench-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -37,7 +37,7 @@ import (
 //	go test ./server -run '^$' -bench 'Upload|ManifestSnapshot10k' -benchtime 3x -timeout 30m
 //	go test ./server -run TestManifestSnapshot10k -v
 
-const m1Admin = "test-admin-secret-0123456789abcdef"
+const m1Admin = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // largeServer is the embedded deployment assembled as server.Open does (bbolt, file blobs, HTTP API), with
 // max_blob_bytes raised: the embedded default (100 MiB) is below what the large-upload tests send. It

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
 	"github.com/waypost/waypost/channel"
@@ -89,6 +90,12 @@ func Open(cfg Config) (*Server, error) {
 		if admin, err = loadOrCreateSecret(s.AdminSecretPath, "wpa_"); err != nil {
 			return nil, err
 		}
+		if err := adminauth.Check(admin); err != nil {
+			return nil, fmt.Errorf("server: the admin secret in %s is refused: %w (or delete the file and a new one is generated at start)", s.AdminSecretPath, err)
+		}
+	} else if err := adminauth.Check(admin); err != nil {
+		return nil, fmt.Errorf("server: WAYPOST_ADMIN_SECRET is refused: %w (or unset it and a secret is generated into %s at start)",
+			err, filepath.Join(cfg.DataDir, "admin-secret"))
 	}
 	cursorKey, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "cursor-key"), "")
 	if err != nil {

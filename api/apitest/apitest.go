@@ -32,7 +32,7 @@ import (
 )
 
 // AdminSecret is the control-plane secret of every stack.
-const AdminSecret = "apitest-admin-secret-0123456789abcdef"
+const AdminSecret = "apitest-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // Options configure a stack.
 type Options struct {

@@ -6,7 +6,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
@@ -25,7 +25,8 @@ import (
 
 // Options configure the handler.
 type Options struct {
-	// AdminSecret authenticates the control plane (Bearer). Empty disables /admin/v0.
+	// AdminSecret authenticates the control plane (Bearer). Empty disables /admin/v0. New refuses a
+	// secret weaker than 32 random bytes (adminauth.Check).
 	AdminSecret string
 	// Schemas validates request bodies; nil means schemas.New().
 	Schemas *schemas.Registry
@@ -40,7 +41,7 @@ type Options struct {
 // API is the HTTP transport over a domain.Service.
 type API struct {
 	svc     *domain.Service
-	admin   []byte
+	admin   *adminauth.Verifier // nil: the control plane is disabled
 	schemas *schemas.Registry
 	log     *slog.Logger
 	ids     port.IDSource
@@ -59,7 +60,14 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	if opts.IDs == nil {
 		return nil, fmt.Errorf("httpapi: an ID source is required")
 	}
-	a := &API{svc: svc, admin: []byte(opts.AdminSecret), schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux()}
+	a := &API{svc: svc, schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux()}
+	if opts.AdminSecret != "" {
+		v, err := adminauth.NewVerifier(opts.AdminSecret)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		a.admin = v
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -174,11 +182,11 @@ func (a *API) Principal(r *http.Request) (*domain.Principal, error) { return a.p
 func (a *API) Service() *domain.Service { return a.svc }
 
 func (a *API) adminOK(r *http.Request) error {
-	if len(a.admin) == 0 {
+	if a.admin == nil {
 		return domain.Errorf(domain.CodeUnauthenticated, "the control plane is disabled")
 	}
 	tok, ok := bearer(r)
-	if !ok || subtle.ConstantTimeCompare([]byte(tok), a.admin) != 1 {
+	if !ok || !a.admin.Matches(tok) {
 		return domain.Errorf(domain.CodeUnauthenticated, "missing or wrong admin secret")
 	}
 	return nil

@@ -21,7 +21,7 @@ import (
 )
 
 // m1AdminSecret is the control-plane secret of the test servers (at least 32 characters).
-const m1AdminSecret = "m1-test-admin-secret-0123456789abcdef"
+const m1AdminSecret = "m1-test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // m1 is one embedded server behind httptest, with a client that validates every JSON response against the
 // published schemas: the RFC §5.2 envelope, and its data against the operation's response schema.

@@ -20,7 +20,7 @@ import (
 	"github.com/waypost/waypost/server"
 )
 
-const adminSecret = "test-admin-secret-0123456789abcdef"
+const adminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // errCrash is what an injected crash returns: the simulated process dies at that point.
 var errCrash = errors.New("injected crash")

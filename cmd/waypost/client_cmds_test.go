@@ -24,7 +24,7 @@ import (
 	"github.com/waypost/waypost/server"
 )
 
-const testAdminSecret = "test-admin-secret-0123456789abcdef"
+const testAdminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // cliTest runs the waypost commands in-process against a real embedded server.
 type cliTest struct {

@@ -21,7 +21,8 @@ func newServeCmd() *cobra.Command {
 /admin/v0, with all data (database, message bodies, secrets) in one directory.
 
 The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
-<data>/admin-secret (mode 0600) on first start and its path is printed. Stop with Ctrl-C: in-flight
+<data>/admin-secret (mode 0600) on first start and its path is printed. It must carry at least 32 random
+bytes (e.g. $(openssl rand -base64 32)); the server refuses to start with a weaker one. Stop with Ctrl-C: in-flight
 requests finish before the process exits.
 
 Webhook subscriptions (capability webhook_events) are on: an in-process worker signs and delivers an

@@ -33,7 +33,7 @@ import (
 func TestMain(m *testing.M) { s3test.Main(m) }
 
 const (
-	adminSecret   = "wpa_channelhost-test-admin-secret"
+	adminSecret   = "wpa_channelhost-test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 	channelSecret = "wpc_channelhost-test-channel-secret"
 	cursorKey     = "channelhost-test-cursor-key-0123456789abcdef"
 )

@@ -65,7 +65,7 @@ func TestSkillScenarios(t *testing.T) {
 
 func runScenario(t *testing.T, steps []step) {
 	ctx := context.Background()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdef"})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
 	if err != nil {
 		t.Fatal(err)
 	}

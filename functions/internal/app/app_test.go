@@ -42,7 +42,7 @@ func TestBuildAdminSecret(t *testing.T) {
 	if _, err := build(context.Background(), config.Mailbox, cfg, log); err != nil {
 		t.Fatalf("mailbox: %v", err)
 	}
-	cfg.AdminSecret = "wpa_secret"
+	cfg.AdminSecret = "wpa_secret-0123456789abcdefghijklmnopqrstuvwxyzABCD"
 	if _, err := build(context.Background(), config.Admin, cfg, log); err != nil {
 		t.Fatalf("admin with a secret: %v", err)
 	}
@@ -52,7 +52,7 @@ func TestBuildAdminSecret(t *testing.T) {
 func every() map[string]string {
 	return map[string]string{
 		config.EnvTable: "waypost", config.EnvBucket: "waypost-blobs", config.EnvBlobPrefix: "blobs/",
-		config.EnvAdminSecret: "wpa_admin-secret", config.EnvCursorKey: strings.Repeat("k", 32),
+		config.EnvAdminSecret: "wpa_admin-secret-0123456789abcdefghijklmnopqrstuvwxyz", config.EnvCursorKey: strings.Repeat("k", 32),
 		config.EnvInlineBodyMax: "1024", config.EnvLogLevel: "debug", config.EnvVersion: "1.2.3",
 		config.EnvDynamoDBEndpoint: "http://127.0.0.1:1", config.EnvS3Endpoint: "http://127.0.0.1:1",
 		config.EnvChannelURL: "http://127.0.0.1:1", config.EnvChannelSecret: "wpc_channel-secret-0123",
@@ -118,7 +118,7 @@ func TestInitReadsOnlyItsVariables(t *testing.T) {
 		// Only the admin role serves the control plane: elsewhere it is disabled, whatever the secret.
 		rec = httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/admin/v0/spaces/sp_x", nil)
-		req.Header.Set("Authorization", "Bearer wpa_admin-secret")
+		req.Header.Set("Authorization", "Bearer wpa_admin-secret-0123456789abcdefghijklmnopqrstuvwxyz")
 		f.Handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "disabled") {
 			t.Errorf("%s: /admin/v0 with the admin secret = %d %s", role, rec.Code, rec.Body)
