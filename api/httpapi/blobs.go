@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/waypost/waypost/domain"
 )
@@ -69,10 +71,17 @@ func (a *API) blobRoutes() {
 		defer rc.Close()
 		h := w.Header()
 		h.Set("Content-Type", info.ContentType)
+		// The bytes are the uploader's: a browser must neither sniff another type nor run them in this
+		// origin (RFC §9; issue 14). Types it would render or run are downloads, never inline.
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Security-Policy", "sandbox")
 		h.Set("Content-Length", strconv.FormatInt(info.SizeBytes, 10))
 		setDigest(h, info.SHA256)
-		if info.Filename != "" {
+		switch {
+		case info.Filename != "":
 			h.Set("Content-Disposition", `attachment; filename="`+sanitizeFilename(info.Filename)+`"`)
+		case !inertType(info.ContentType):
+			h.Set("Content-Disposition", "attachment")
 		}
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.Copy(w, rc)
@@ -93,6 +102,22 @@ func redirect(w http.ResponseWriter, link domain.DownloadLink) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Expires", link.ExpiresAt.UTC().Format(http.TimeFormat))
 	w.WriteHeader(http.StatusFound)
+}
+
+// inertType reports whether a browser shows content of this media type without rendering markup or running
+// code (plain text, common raster images, audio, video, JSON, opaque bytes). Anything else — HTML, SVG, XML,
+// scripts, PDF, unknown or malformed types — is served as an attachment.
+func inertType(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/json",
+		"application/octet-stream":
+		return true
+	}
+	return strings.HasPrefix(mt, "audio/") || strings.HasPrefix(mt, "video/")
 }
 
 func sanitizeFilename(s string) string {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -196,6 +197,9 @@ func (a *API) adminOK(r *http.Request) error {
 // (duplicate keys, non-finite numbers), the request's JSON Schema, then strict decoding into v. It returns
 // the request_id found in the body (for the error envelope) when there is a valid one.
 func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
+	if err := checkJSONType(r); err != nil {
+		return "", err
+	}
 	limit := int64(a.svc.Limits().MaxRequestBytes)
 	if r.ContentLength > limit {
 		return "", domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
@@ -221,6 +225,28 @@ func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
 		return rid, boundary.Invalid(err)
 	}
 	return rid, nil
+}
+
+// JSONType is the media type every JSON request body must declare.
+const JSONType = "application/json"
+
+// checkJSONType requires Content-Type: application/json (parameters such as charset=utf-8 allowed) on a
+// request that has a body, before any of it is read. A request without a body (Content-Length: 0) may omit
+// the header: the optional bodies of revoke and rotate calls are then empty.
+func checkJSONType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == JSONType {
+		return nil
+	}
+	got := ct
+	if got == "" {
+		got = "none"
+	}
+	return domain.Errorf(domain.CodeInvalidRequest, "Content-Type must be %s (got %s)", JSONType, got).
+		WithDetails("field", "Content-Type", "expected", JSONType)
 }
 
 // handler adapts a data-plane operation: authenticate, run, envelope.
