@@ -159,9 +159,10 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids, Schemas: reg,
+		// The channel service's internal API is not mounted: the hubs live in this process and the
+		// committers reach them directly, so nothing on the public listener may publish to them.
 		Extra: func(mux *http.ServeMux, _ *httpapi.API) {
 			mux.Handle("/mcp", mcpHandler)
-			mux.Handle("/internal/v0/", channels)
 		}})
 	if err != nil {
 		st.Close()

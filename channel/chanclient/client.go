@@ -53,7 +53,7 @@ var ErrUnauthorized = errors.New("chanclient: unauthorized")
 // 401), if any.
 type Error struct {
 	StatusCode int    // HTTP status
-	Code       string // the "code" member, empty if the body was not an API error
+	Code       string // the envelope's details.reason (a chanservice Code constant), empty if the body was not an API error
 	Message    string // the "message" member, or the status text
 	sentinel   error
 }
@@ -236,10 +236,13 @@ func apiError(status int, data []byte) error {
 		Error *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
+			Details struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Code != "" {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
+	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Details.Reason != "" {
+		e.Code, e.Message = body.Error.Details.Reason, body.Error.Message
 		e.sentinel = chanservice.SentinelFor(e.Code)
 	}
 	if status == http.StatusUnauthorized {

@@ -17,10 +17,14 @@
 //
 // Request bodies are strict JSON: valid UTF-8, exactly one object with exactly
 // the one documented string member, no duplicate or unknown members, nothing
-// after it. Errors are {"error": {"code": ..., "message": ...}} with status
-// 400 (malformed body), 401 (missing or wrong secret), 404 (no such route),
-// 405 (wrong method), 413 (body too large), 415 (not JSON) or 422 (a value
-// the channel rules reject: see the Code constants).
+// after it. Errors use Waypost's standard envelope (RFC §5.2, SUPPLEMENT
+// §11.4): {"ok": false, "request_id": "rq_…", "error": {"code", "message",
+// "retryable", "details": {"reason": <one of the Code constants>}}} — 400
+// INVALID_REQUEST (malformed body, not JSON, a space id, channel name or text
+// the channel rules reject), 401 UNAUTHENTICATED (missing or wrong secret),
+// 404 NOT_FOUND (no such route, or a wrong method, with Allow), 413
+// PAYLOAD_TOO_LARGE, 422 RESOURCE_LIMIT (text or reason over its limit) or
+// 500 INTERNAL.
 //
 // Publishing to, closing or counting a space that has no hub yet returns 0
 // and creates nothing; hubs are created by HubFor, i.e. by subscribers.
@@ -41,6 +45,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/waypost/waypost/channel"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/platform"
 )
 
 // MaxSpaceIDBytes is the longest accepted space id.
@@ -49,21 +55,40 @@ const MaxSpaceIDBytes = 128
 // MinSecretBytes is the shortest accepted internal secret.
 const MinSecretBytes = 16
 
-// Error codes of the internal API, in the "code" member of error responses.
+// Reasons of the internal API's errors, in the "details.reason" member of
+// error envelopes; the envelope's "code" is the Waypost code each maps to.
 const (
-	CodeUnauthorized         = "unauthorized"           // 401
-	CodeNotFound             = "not_found"              // 404
-	CodeMethodNotAllowed     = "method_not_allowed"     // 405
-	CodeBadRequest           = "bad_request"            // 400
-	CodeBodyTooLarge         = "body_too_large"         // 413
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415
-	CodeInvalidSpaceID       = "invalid_space_id"       // 422, ErrInvalidSpaceID
-	CodeInvalidChannelName   = "invalid_channel_name"   // 422, channel.ErrInvalidName
-	CodeTextTooLarge         = "text_too_large"         // 422, channel.ErrTextTooLarge
-	CodeInvalidText          = "invalid_text"           // 422, channel.ErrInvalidText
-	CodeReasonTooLarge       = "reason_too_large"       // 422, channel.ErrReasonTooLarge
-	CodeInternal             = "internal"               // 500
+	CodeUnauthorized         = "unauthorized"           // 401 UNAUTHENTICATED
+	CodeNotFound             = "not_found"              // 404 NOT_FOUND
+	CodeMethodNotAllowed     = "method_not_allowed"     // 404 NOT_FOUND, with Allow
+	CodeBadRequest           = "bad_request"            // 400 INVALID_REQUEST
+	CodeBodyTooLarge         = "body_too_large"         // 413 PAYLOAD_TOO_LARGE
+	CodeUnsupportedMediaType = "unsupported_media_type" // 400 INVALID_REQUEST
+	CodeInvalidSpaceID       = "invalid_space_id"       // 400 INVALID_REQUEST, ErrInvalidSpaceID
+	CodeInvalidChannelName   = "invalid_channel_name"   // 400 INVALID_REQUEST, channel.ErrInvalidName
+	CodeTextTooLarge         = "text_too_large"         // 422 RESOURCE_LIMIT, channel.ErrTextTooLarge
+	CodeInvalidText          = "invalid_text"           // 400 INVALID_REQUEST, channel.ErrInvalidText
+	CodeReasonTooLarge       = "reason_too_large"       // 422 RESOURCE_LIMIT, channel.ErrReasonTooLarge
+	CodeInternal             = "internal"               // 500 INTERNAL
 )
+
+// wireCode maps a reason to the Waypost error code carried in the envelope
+// (its HTTP status is the code's, SUPPLEMENT §11.4).
+func wireCode(reason string) domain.Code {
+	switch reason {
+	case CodeUnauthorized:
+		return domain.CodeUnauthenticated
+	case CodeNotFound, CodeMethodNotAllowed:
+		return domain.CodeNotFound
+	case CodeBadRequest, CodeUnsupportedMediaType, CodeInvalidSpaceID, CodeInvalidChannelName, CodeInvalidText:
+		return domain.CodeInvalidRequest
+	case CodeBodyTooLarge:
+		return domain.CodePayloadTooLarge
+	case CodeTextTooLarge, CodeReasonTooLarge:
+		return domain.CodeResourceLimit
+	}
+	return domain.CodeInternal
+}
 
 var (
 	// ErrInvalidSpaceID reports a space id that is empty, longer than
@@ -112,18 +137,18 @@ func New(secret string, limits channel.Limits, logger *slog.Logger) (*Service, e
 	mux.HandleFunc(base+"close", s.authed(http.MethodPost, s.handleClose))
 	mux.HandleFunc(base+"count", s.authed(http.MethodGet, s.handleCount))
 	mux.HandleFunc("/internal/", s.authed("", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
+		writeError(w, CodeNotFound, "no such route")
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET")
+			writeError(w, CodeMethodNotAllowed, "use GET")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
+		writeError(w, CodeNotFound, "no such route")
 	})
 	s.mux = mux
 	return s, nil
@@ -236,12 +261,12 @@ func (s *Service) authed(method string, h http.HandlerFunc) http.HandlerFunc {
 		if !s.authorized(r) {
 			s.logger.Warn("channel service: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="waypost-channel"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token")
+			writeError(w, CodeUnauthorized, "missing or invalid bearer token")
 			return
 		}
 		if method != "" && r.Method != method {
 			w.Header().Set("Allow", method)
-			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+method)
+			writeError(w, CodeMethodNotAllowed, "use "+method)
 			return
 		}
 		h(w, r)
@@ -272,7 +297,7 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request, field string)
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
+			writeError(w, CodeUnsupportedMediaType, "Content-Type must be application/json")
 			return "", false
 		}
 	}
@@ -280,15 +305,15 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request, field string)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("body exceeds %d bytes", tooLarge.Limit))
+			writeError(w, CodeBodyTooLarge, fmt.Sprintf("body exceeds %d bytes", tooLarge.Limit))
 			return "", false
 		}
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "reading body: "+err.Error())
+		writeError(w, CodeBadRequest, "reading body: "+err.Error())
 		return "", false
 	}
 	value, err = decodeSingleString(body, field)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		writeError(w, CodeBadRequest, err.Error())
 		return "", false
 	}
 	return value, true
@@ -349,25 +374,26 @@ func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.logger.Error("channel service: internal error", "path", r.URL.Path, "err", err)
 		msg = "internal error"
 	}
-	writeError(w, status, code, msg)
+	writeError(w, code, msg)
 }
 
-// Classify maps an error of Service.Publish, Close or Count to the
-// HTTP status and error code of the internal API.
+// Classify maps an error of Service.Publish, Close or Count to the HTTP
+// status and the reason (details.reason) of the internal API's answer.
 func Classify(err error) (status int, code string) {
+	code = CodeInternal
 	switch {
 	case errors.Is(err, ErrInvalidSpaceID):
-		return http.StatusUnprocessableEntity, CodeInvalidSpaceID
+		code = CodeInvalidSpaceID
 	case errors.Is(err, channel.ErrInvalidName):
-		return http.StatusUnprocessableEntity, CodeInvalidChannelName
+		code = CodeInvalidChannelName
 	case errors.Is(err, channel.ErrTextTooLarge):
-		return http.StatusUnprocessableEntity, CodeTextTooLarge
+		code = CodeTextTooLarge
 	case errors.Is(err, channel.ErrInvalidText):
-		return http.StatusUnprocessableEntity, CodeInvalidText
+		code = CodeInvalidText
 	case errors.Is(err, channel.ErrReasonTooLarge):
-		return http.StatusUnprocessableEntity, CodeReasonTooLarge
+		code = CodeReasonTooLarge
 	}
-	return http.StatusInternalServerError, CodeInternal
+	return wireCode(code).HTTPStatus(), code
 }
 
 // SentinelFor returns the sentinel error behind an error code of the
@@ -404,18 +430,21 @@ func validSpaceID(id string) error {
 	return nil
 }
 
-// errorBody is the JSON error envelope.
+// errorBody is Waypost's error envelope (RFC §5.2).
 type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	OK        bool             `json:"ok"`
+	RequestID string           `json:"request_id"`
+	Error     domain.WireError `json:"error"`
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+// writeError answers with the error envelope of reason: the Waypost code it
+// maps to, that code's HTTP status, and the reason in details.reason. Every
+// answer gets a fresh tracking request ID.
+func writeError(w http.ResponseWriter, reason, msg string) {
+	code := wireCode(reason)
+	b := errorBody{RequestID: platform.IDs{}.NewID("rq"), Error: domain.WireError{Code: code, Message: msg,
+		Retryable: code.Retryable(), Details: map[string]any{"reason": reason}}}
+	writeJSON(w, code.HTTPStatus(), b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/channel/chanservice"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/schemas"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,18 +55,34 @@ func call(t *testing.T, h http.Handler, method, path, auth, contentType, body st
 	return rec.Code, rec.Header(), out
 }
 
-// errCode extracts error.code, failing if the body is not an error envelope.
-func errCode(t *testing.T, body map[string]any) string {
+// errCode checks that body is Waypost's standard error envelope (schema envelope.error, the HTTP status
+// of its code as in SUPPLEMENT §11.4) and returns its details.reason.
+func errCode(t *testing.T, status int, body map[string]any) string {
 	t.Helper()
-	e, ok := body["error"].(map[string]any)
-	if !ok {
-		t.Fatalf("not an error envelope: %v", body)
+	raw, _ := json.Marshal(body)
+	if err := registry(t).Validate("envelope.error", raw); err != nil {
+		t.Fatalf("not the standard error envelope: %v: %s", err, raw)
 	}
-	code, _ := e["code"].(string)
-	if msg, _ := e["message"].(string); msg == "" {
-		t.Fatalf("error without message: %v", body)
+	e := body["error"].(map[string]any)
+	if code := domain.Code(e["code"].(string)); code.HTTPStatus() != status || code.Retryable() != e["retryable"] {
+		t.Fatalf("%s with HTTP %d: %s", code, status, raw)
 	}
-	return code
+	reason, _ := e["details"].(map[string]any)["reason"].(string)
+	return reason
+}
+
+var reg struct {
+	once sync.Once
+	r    *schemas.Registry
+	err  error
+}
+
+func registry(t *testing.T) *schemas.Registry {
+	reg.once.Do(func() { reg.r, reg.err = schemas.New() })
+	if reg.err != nil {
+		t.Fatal(reg.err)
+	}
+	return reg.r
 }
 
 const bearer = "Bearer " + secret
@@ -108,7 +127,7 @@ func TestAuthRequired(t *testing.T) {
 	for _, tc := range tests {
 		for _, r := range routes {
 			code, hdr, body := call(t, svc, r.method, r.path, tc.auth, "application/json", r.body)
-			if code != http.StatusUnauthorized || errCode(t, body) != chanservice.CodeUnauthorized {
+			if code != http.StatusUnauthorized || errCode(t, code, body) != chanservice.CodeUnauthorized {
 				t.Errorf("%s: %s %s = %d %v, want 401 unauthorized", tc.desc, r.method, r.path, code, body)
 			}
 			if !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
@@ -193,11 +212,11 @@ func TestRequestValidationOverHTTP(t *testing.T) {
 		status                          int
 		code                            string
 	}{
-		{"bad channel name", "POST", "/internal/v0/spaces/sp_1/channels/a%20b/publish", "", `{"text":"m"}`, 422, chanservice.CodeInvalidChannelName},
-		{"channel name too long", "GET", "/internal/v0/spaces/sp_1/channels/" + strings.Repeat("n", 65) + "/count", "", "", 422, chanservice.CodeInvalidChannelName},
-		{"non-ASCII channel name", "GET", "/internal/v0/spaces/sp_1/channels/%E9%A2%91/count", "", "", 422, chanservice.CodeInvalidChannelName},
-		{"bad space id", "GET", "/internal/v0/spaces/sp%2F1/channels/feed/count", "", "", 422, chanservice.CodeInvalidSpaceID},
-		{"space id too long", "GET", "/internal/v0/spaces/" + strings.Repeat("s", 129) + "/channels/feed/count", "", "", 422, chanservice.CodeInvalidSpaceID},
+		{"bad channel name", "POST", "/internal/v0/spaces/sp_1/channels/a%20b/publish", "", `{"text":"m"}`, 400, chanservice.CodeInvalidChannelName},
+		{"channel name too long", "GET", "/internal/v0/spaces/sp_1/channels/" + strings.Repeat("n", 65) + "/count", "", "", 400, chanservice.CodeInvalidChannelName},
+		{"non-ASCII channel name", "GET", "/internal/v0/spaces/sp_1/channels/%E9%A2%91/count", "", "", 400, chanservice.CodeInvalidChannelName},
+		{"bad space id", "GET", "/internal/v0/spaces/sp%2F1/channels/feed/count", "", "", 400, chanservice.CodeInvalidSpaceID},
+		{"space id too long", "GET", "/internal/v0/spaces/" + strings.Repeat("s", 129) + "/channels/feed/count", "", "", 400, chanservice.CodeInvalidSpaceID},
 		{"text too large", "POST", feed + "/publish", "", `{"text":"` + long + `"}`, 422, chanservice.CodeTextTooLarge},
 		{"reason too large", "POST", feed + "/close", "", `{"reason":"12345678901"}`, 422, chanservice.CodeReasonTooLarge},
 		{"raw 0xFF byte", "POST", feed + "/publish", "", "{\"text\":\"\xffx\"}", 400, chanservice.CodeBadRequest},
@@ -213,10 +232,10 @@ func TestRequestValidationOverHTTP(t *testing.T) {
 		{"object value", "POST", feed + "/publish", "", `{"text":{}}`, 400, chanservice.CodeBadRequest},
 		{"trailing data", "POST", feed + "/publish", "", `{"text":"m"} {}`, 400, chanservice.CodeBadRequest},
 		{"unterminated", "POST", feed + "/publish", "", `{"text":"m"`, 400, chanservice.CodeBadRequest},
-		{"wrong content type", "POST", feed + "/publish", "text/plain", `{"text":"m"}`, 415, chanservice.CodeUnsupportedMediaType},
+		{"wrong content type", "POST", feed + "/publish", "text/plain", `{"text":"m"}`, 400, chanservice.CodeUnsupportedMediaType},
 		{"body too large", "POST", feed + "/publish", "", `{"text":"` + strings.Repeat("a", 6*100+4096) + `"}`, 413, chanservice.CodeBodyTooLarge},
-		{"GET publish", "GET", feed + "/publish", "", "", 405, chanservice.CodeMethodNotAllowed},
-		{"POST count", "POST", feed + "/count", "", "", 405, chanservice.CodeMethodNotAllowed},
+		{"GET publish", "GET", feed + "/publish", "", "", 404, chanservice.CodeMethodNotAllowed},
+		{"POST count", "POST", feed + "/count", "", "", 404, chanservice.CodeMethodNotAllowed},
 		{"unknown op", "POST", feed + "/purge", "", `{}`, 404, chanservice.CodeNotFound},
 		{"unknown route", "GET", "/internal/v0/spaces", "", "", 404, chanservice.CodeNotFound},
 		{"outside internal", "GET", "/admin", "", "", 404, chanservice.CodeNotFound},
@@ -224,11 +243,11 @@ func TestRequestValidationOverHTTP(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			code, hdr, body := call(t, svc, tc.method, tc.path, bearer, tc.ctype, tc.body)
-			if code != tc.status || errCode(t, body) != tc.code {
+			if code != tc.status || errCode(t, code, body) != tc.code {
 				t.Fatalf("= %d %v, want %d %s", code, body, tc.status, tc.code)
 			}
-			if code == 405 && hdr.Get("Allow") == "" {
-				t.Fatal("405 without Allow")
+			if tc.code == chanservice.CodeMethodNotAllowed && hdr.Get("Allow") == "" {
+				t.Fatal("wrong method without Allow")
 			}
 		})
 	}
@@ -263,9 +282,10 @@ func TestInProcessOperations(t *testing.T) {
 	if _, err := svc.Close("none", "feed", strings.Repeat("r", 1025)); !errors.Is(err, channel.ErrReasonTooLarge) {
 		t.Errorf("Close long reason: %v", err)
 	}
-	for _, err := range []error{chanservice.ErrInvalidSpaceID, channel.ErrInvalidName, channel.ErrTextTooLarge, channel.ErrInvalidText, channel.ErrReasonTooLarge} {
+	for err, want := range map[error]int{chanservice.ErrInvalidSpaceID: 400, channel.ErrInvalidName: 400, channel.ErrTextTooLarge: 422,
+		channel.ErrInvalidText: 400, channel.ErrReasonTooLarge: 422} {
 		status, code := chanservice.Classify(err)
-		if status != 422 || !errors.Is(chanservice.SentinelFor(code), err) {
+		if status != want || !errors.Is(chanservice.SentinelFor(code), err) {
 			t.Errorf("Classify(%v) = %d %s, SentinelFor does not invert it", err, status, code)
 		}
 	}
