@@ -24,6 +24,7 @@ import (
 	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/bolt"
@@ -49,6 +50,11 @@ type Config struct {
 	// Webhooks configures webhook subscriptions and the in-process delivery worker (on by default,
 	// public HTTPS targets only).
 	Webhooks WebhookConfig
+	// SweepInterval is how often Serve expires unsealed uploads past their time and removes orphaned
+	// temporary blob files; 0 means DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Clock overrides the wall clock of the domain service (tests); nil means the system clock.
+	Clock port.Clock
 }
 
 // InlineBodyMax is the largest message body the embedded deployment commits inside the publish
@@ -59,6 +65,7 @@ const InlineBodyMax = 16 << 10
 type Server struct {
 	cfg             Config
 	store           *bolt.Store
+	blobs           *fsblob.Store
 	svc             *domain.Service
 	api             *httpapi.API
 	http            *http.Server
@@ -110,6 +117,19 @@ func Open(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
 	}
+	// The store's file lock makes this process the only user of the data directory: every temporary
+	// blob file left now belongs to a put a crash (kill -9) interrupted.
+	if n, err := blobs.RemoveTemporaries(context.Background(), 0); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	} else if n > 0 {
+		cfg.Logger.Info("removed temporary blob files left by an interrupted upload", "count", n)
+	}
+	s.blobs = blobs
+	clock := cfg.Clock
+	if clock == nil {
+		clock = platform.Clock{}
+	}
 	ids := platform.IDs{}
 	// The channel service runs in-process: one hub per space carries feed announcements to feed.wait.
 	internalSecret, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "channel-secret"), "wpc_")
@@ -123,7 +143,7 @@ func Open(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: channel service: %w", err)
 	}
 	live := livefeed.New(channels, cfg.Logger)
-	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids,
+	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax}
 	if !cfg.Webhooks.Disabled {
@@ -238,6 +258,17 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.listener) }()
+	sweepCtx, stopSweeper := context.WithCancel(ctx)
+	sweeperDone := make(chan struct{})
+	go func() {
+		defer close(sweeperDone)
+		interval := s.cfg.SweepInterval
+		if interval <= 0 {
+			interval = DefaultSweepInterval
+		}
+		s.runSweeper(sweepCtx, interval)
+	}()
+	defer func() { stopSweeper(); <-sweeperDone }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("server: %w", err)

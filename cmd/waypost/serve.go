@@ -25,6 +25,10 @@ The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret i
 bytes (e.g. $(openssl rand -base64 32)); the server refuses to start with a weaker one. Stop with Ctrl-C: in-flight
 requests finish before the process exits.
 
+Uploads prepared but never committed expire after upload_ttl_seconds: every --sweep-interval the server
+marks them expired and deletes their bytes (the AWS deployment's sweeper function does the same), and it
+removes temporary blob files orphaned by a crash, at start and on the same schedule.
+
 Webhook subscriptions (capability webhook_events) are on: an in-process worker signs and delivers an
 event for each committed feed item to every subscription that may see it, retrying a failed attempt at
 1 s, 5 s, 30 s and 5 min. Targets must be HTTPS on a public address; private, loopback and link-local
@@ -76,6 +80,8 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.StringVar(&cfg.DataDir, "data", "./waypost-data", "data directory (created on first start)")
 	f.BoolVar(&cfg.NoSync, "unsafe-no-fsync", false, "do not fsync commits (benchmarks only: a crash can lose acknowledged writes)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
+		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd

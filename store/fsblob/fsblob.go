@@ -24,7 +24,8 @@
 // os.Link — which fails if the name exists, so a stored object is never overwritten and of concurrent puts
 // exactly one wins — removes the temporary name and fsyncs the directory. A losing or repeated put returns
 // the stored object's BlobInfo with an error wrapping port.ErrBlobExists. The file system must support hard
-// links (ext4, xfs, btrfs, tmpfs, overlayfs do). Temporary files orphaned by a crash are not swept.
+// links (ext4, xfs, btrfs, tmpfs, overlayfs do). Temporary files orphaned by a crash (kill -9 during a put)
+// are removed by RemoveTemporaries, which `waypost serve` runs at start and on its sweep schedule.
 package fsblob
 
 import (
@@ -39,6 +40,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -82,6 +84,54 @@ func New(root string) (*Store, error) {
 		return nil, fmt.Errorf("fsblob: root %s: %w", abs, err)
 	}
 	return &Store{root: abs}, nil
+}
+
+// tempPrefix starts the name of every temporary file of a put in progress.
+const tempPrefix = ".tmp-"
+
+// RemoveTemporaries removes the temporary files of puts (".tmp-*") whose last write is older than
+// olderThan (0: every one), and returns how many it removed. A put in progress writes to its file as its
+// body arrives, so a file untouched for long was orphaned by a crash; its put never completed, so nothing
+// stored refers to it. Call it with 0 only while no put runs on this root (at start, under the store's
+// lock). Files that vanish meanwhile are not errors.
+func (s *Store) RemoveTemporaries(ctx context.Context, olderThan time.Duration) (int, error) {
+	cutoff := time.Now().Add(-olderThan)
+	n := 0
+	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix) {
+			return nil
+		}
+		if olderThan > 0 {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if info.ModTime().After(cutoff) {
+				return nil
+			}
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("fsblob: removing temporary files: %w", err)
+	}
+	return n, nil
 }
 
 // ValidateKey accepts 1 to MaxKeyBytes characters of [A-Za-z0-9_./-], made of non-empty "/"-separated
@@ -145,7 +195,7 @@ func (s *Store) Put(ctx context.Context, key string, size int64, sha256hex strin
 	if err := s.mkdirs(dir); err != nil {
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: %w", key, ioErr(err))
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: %w", key, ioErr(err))
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -160,5 +161,71 @@ func TestGetAfterDelete(t *testing.T) {
 	}
 	if _, ok := rc.(io.Seeker); ok {
 		t.Fatal("reader exposes Seek (and with it the file header)")
+	}
+}
+
+// TestRemoveTemporaries: orphaned temporary files (a put killed mid-way) are removed by age or all at once;
+// stored objects and a put in progress are left alone.
+func TestRemoveTemporaries(t *testing.T) {
+	root := t.TempDir()
+	s, err := fsblob.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	content := []byte("kept")
+	if _, err := s.Put(ctx, "a/kept", int64(len(content)), digest(content), bytes.NewReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	// Orphans in a shard directory, one old and one fresh.
+	shard := filepath.Join(root, "ab", "cd")
+	if err := os.MkdirAll(shard, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := filepath.Join(shard, ".tmp-old"), filepath.Join(shard, ".tmp-fresh")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	// A put in progress: its body blocks until the sweep is over.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	big := bytes.Repeat([]byte("x"), 1<<16)
+	go func() {
+		_, err := s.Put(ctx, "a/slow", int64(len(big)), digest(big), pr)
+		done <- err
+	}()
+	if _, err := pw.Write(big[:100]); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := s.RemoveTemporaries(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("RemoveTemporaries(1h) = %d, %v; want the old orphan only", n, err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("old orphan still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("fresh temporary file removed: %v", err)
+	}
+	if _, err := pw.Write(big[100:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the put in progress failed: %v", err)
+	}
+	if n, err := s.RemoveTemporaries(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("RemoveTemporaries(0) = %d, %v; want the fresh orphan", n, err)
+	}
+	for _, key := range []string{"a/kept", "a/slow"} {
+		if _, err := s.Head(ctx, key); err != nil {
+			t.Fatalf("stored object %s: %v", key, err)
+		}
 	}
 }
