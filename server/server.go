@@ -25,6 +25,7 @@ import (
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/bolt"
@@ -55,7 +56,24 @@ type Config struct {
 	SweepInterval time.Duration
 	// Clock overrides the wall clock of the domain service (tests); nil means the system clock.
 	Clock port.Clock
+
+	// BodyTimeout bounds reading a JSON request body, and is the window of the upload rate; 0 means
+	// httpapi.DefaultBodyTimeout (10 s).
+	BodyTimeout time.Duration
+	// MinUploadRate is the least rate of an upload body in bytes/s, over every BodyTimeout window; 0 means
+	// httpapi.DefaultMinUploadRate (4 KiB/s).
+	MinUploadRate int64
+	// MaxConnections bounds the open client connections; 0 means DefaultMaxConnections. It is lowered to
+	// fit the descriptor limit (ConnectionBudget); connections above it get 429 at once.
+	MaxConnections int
+	// MaxInflight bounds the requests in progress, feed.wait long polls excepted; 0 means
+	// DefaultMaxInflight. Requests above it get 429 at once.
+	MaxInflight int
 }
+
+// DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
+// Config.MaxInflight says otherwise.
+const DefaultMaxInflight = 4096
 
 // InlineBodyMax is the largest message body the embedded deployment commits inside the publish
 // transaction (one durable commit per send); larger bodies are written to the blob store first.
@@ -70,6 +88,8 @@ type Server struct {
 	api             *httpapi.API
 	http            *http.Server
 	listener        net.Listener
+	conns           *connLimiter
+	maxConns        int // the connection bound in force
 	sender          *sender.Sender
 	worker          *webhookWorker
 	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
@@ -85,6 +105,15 @@ func Open(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxConnections < 0 || cfg.MaxInflight < 0 || cfg.MinUploadRate < 0 || cfg.BodyTimeout < 0 {
+		return nil, errors.New("server: negative connection, request or body limit")
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = DefaultMaxInflight
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
@@ -179,6 +208,7 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids, Schemas: reg,
+		BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight,
 		// The channel service's internal API is not mounted: the hubs live in this process and the
 		// committers reach them directly, so nothing on the public listener may publish to them.
 		Extra: func(mux *http.ServeMux, _ *httpapi.API) {
@@ -231,13 +261,43 @@ func (s *Server) Service() *domain.Service { return s.svc }
 func (s *Server) Handler() http.Handler { return s.api }
 
 // Listen binds the configured address.
+// Listen binds the configured address, under the connection bound: Config.MaxConnections lowered to
+// fit the process's descriptor limit, which Listen first raises to its hard limit where allowed.
 func (s *Server) Listen() error {
+	nofile := raiseNoFile()
+	s.maxConns = ConnectionBudget(s.cfg.MaxConnections, nofile)
+	if s.maxConns < s.cfg.MaxConnections {
+		s.cfg.Logger.Warn("the descriptor limit lowers the connection bound", "max_connections", s.maxConns,
+			"wanted", s.cfg.MaxConnections, "nofile", nofile, "hint", "raise it with ulimit -n or LimitNOFILE=")
+	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("server: listening on %s: %w", s.cfg.Addr, err)
 	}
-	s.listener = ln
+	s.conns = newConnLimiter(ln, s.maxConns, platform.IDs{}, shedlog.New(s.cfg.Logger, "max_connections", int64(s.maxConns)))
+	s.listener = s.conns
 	return nil
+}
+
+// Load reports the bounds in force and the current figures: open connections, requests in progress
+// (feed.wait excepted), and how many connections and requests were refused for load since the start.
+type Load struct {
+	Connections, MaxConnections int64
+	Inflight, MaxInflight       int64
+	RefusedConnections          int64
+	RefusedRequests             int64
+}
+
+// Load returns the current load figures (after Listen).
+func (s *Server) Load() Load {
+	var l Load
+	if s.conns != nil {
+		l.Connections, l.MaxConnections = s.conns.Active()
+		l.RefusedConnections = s.conns.shed.Total()
+	}
+	l.Inflight, l.MaxInflight = s.api.Inflight()
+	l.RefusedRequests = s.api.RefusedRequests()
+	return l
 }
 
 // Addr is the bound address (after Listen).
@@ -255,7 +315,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 	}
-	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	s.cfg.Logger.Info("serving", "addr", s.Addr(), "max_connections", s.maxConns, "max_inflight", s.cfg.MaxInflight,
+		"body_timeout", s.api.BodyTimeout().String(), "min_upload_bytes_per_second", s.api.MinUploadRate())
+	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn)}
+	defer s.conns.wait()
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.listener) }()
 	sweepCtx, stopSweeper := context.WithCancel(ctx)

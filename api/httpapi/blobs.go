@@ -25,7 +25,9 @@ func (a *API) blobRoutes() {
 		return req.RequestID, res, err
 	}))
 	m.HandleFunc("PUT /v0/uploads/{upload_id}/content", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
-		// Streamed to the blob store, never buffered whole; at most max_blob_bytes+1 bytes are read.
+		// Streamed to the blob store, never buffered whole; at most max_blob_bytes+1 bytes are read, at
+		// no less than the minimum upload rate.
+		a.streamBody(r)
 		body := http.MaxBytesReader(nil, r.Body, a.svc.Limits().MaxBlobBytes+1)
 		res, err := a.svc.Upload(ctx, p, r.PathValue("upload_id"), r.Header.Get("Content-Type"), r.ContentLength, body)
 		return "", res, err

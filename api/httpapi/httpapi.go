@@ -7,12 +7,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/waypost/waypost/api/adminauth"
@@ -21,6 +23,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -37,16 +40,32 @@ type Options struct {
 	IDs port.IDSource
 	// Extra registers more routes on the same mux (e.g. MCP, feed.wait) before the catch-all.
 	Extra func(mux *http.ServeMux, a *API)
+	// BodyTimeout bounds reading a request body: the whole of a JSON body, and every window of an upload
+	// body (see MinUploadRate); 0 means DefaultBodyTimeout. A body not read in time is answered with
+	// INVALID_REQUEST and its connection closed.
+	BodyTimeout time.Duration
+	// MinUploadRate is the least rate (bytes/s over every BodyTimeout window) of an upload body; 0 means
+	// DefaultMinUploadRate.
+	MinUploadRate int64
+	// MaxInflight bounds the requests in progress, feed.wait long polls excepted (they are bounded per
+	// space by the live feed); the excess is answered at once with 429 RATE_LIMITED and Retry-After.
+	// 0 means no bound (behind API Gateway, where Lambda's concurrency bounds it).
+	MaxInflight int
 }
 
 // API is the HTTP transport over a domain.Service.
 type API struct {
-	svc     *domain.Service
-	admin   *adminauth.Verifier // nil: the control plane is disabled
-	schemas *schemas.Registry
-	log     *slog.Logger
-	ids     port.IDSource
-	mux     *http.ServeMux
+	svc           *domain.Service
+	bodyTimeout   time.Duration
+	minUploadRate int64
+	maxInflight   int64
+	inflight      atomic.Int64
+	shed          *shedlog.Reporter
+	admin         *adminauth.Verifier // nil: the control plane is disabled
+	schemas       *schemas.Registry
+	log           *slog.Logger
+	ids           port.IDSource
+	mux           *http.ServeMux
 }
 
 // New returns the HTTP API handler.
@@ -61,7 +80,21 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	if opts.IDs == nil {
 		return nil, fmt.Errorf("httpapi: an ID source is required")
 	}
-	a := &API{svc: svc, schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux()}
+	a := &API{svc: svc, schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
+		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate}
+	if a.bodyTimeout <= 0 {
+		a.bodyTimeout = DefaultBodyTimeout
+	}
+	if a.bodyTimeout < time.Second {
+		return nil, fmt.Errorf("httpapi: the body timeout must be at least 1s, not %s", a.bodyTimeout)
+	}
+	if a.minUploadRate <= 0 {
+		a.minUploadRate = DefaultMinUploadRate
+	}
+	if opts.MaxInflight < 0 {
+		return nil, fmt.Errorf("httpapi: negative MaxInflight %d", opts.MaxInflight)
+	}
+	a.maxInflight = int64(opts.MaxInflight)
 	if opts.AdminSecret != "" {
 		v, err := adminauth.NewVerifier(opts.AdminSecret)
 		if err != nil {
@@ -72,6 +105,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.shed = shedlog.New(a.log, "max_inflight", a.maxInflight)
 	a.routes()
 	a.blobRoutes()
 	a.memoryRoutes()
@@ -85,12 +119,44 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A request body is read under a deadline (Options.BodyTimeout); an
+// answer given before the body was read to its end (an authentication failure, a refused size, a timeout)
+// closes the connection rather than draining what the client still sends.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		rec.body = newBodyGuard(r.Body, http.NewResponseController(w), a.bodyTimeout)
+		r.Body = rec.body
+		defer rec.body.finish()
+	}
 	w.Header().Set("Cache-Control", "no-store")
+	if a.maxInflight > 0 && !isLongPoll(r) {
+		n := a.inflight.Add(1)
+		defer a.inflight.Add(-1)
+		if n > a.maxInflight {
+			a.shed.Shed(r.Context(), n-1)
+			a.fail(rec, r, a.readID(), domain.Errorf(domain.CodeRateLimited,
+				"the server has %d requests in progress, its limit; retry after Retry-After", a.maxInflight).
+				WithDetails("reason", "server_busy", "limit", "max_inflight", "retry_after_ms", 1000))
+			a.logRequest(r, rec, start)
+			return
+		}
+	}
 	a.mux.ServeHTTP(rec, r)
+	a.logRequest(r, rec, start)
+}
+
+// Inflight returns how many requests are in progress (feed.wait long polls excepted) and the bound
+// (0: none).
+func (a *API) Inflight() (current, max int64) { return a.inflight.Load(), a.maxInflight }
+
+// isLongPoll reports whether r is a feed.wait long poll (bounded per space by the live feed instead).
+func isLongPoll(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Path == "/v0/feed/wait"
+}
+
+func (a *API) logRequest(r *http.Request, rec *statusRecorder, start time.Time) {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
 		slog.String("code", rec.code), slog.String("request_id", rec.requestID), slog.Duration("duration", time.Since(start)))
@@ -98,12 +164,34 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type statusRecorder struct {
 	http.ResponseWriter
-	status    int
-	code      string
-	requestID string
+	status      int
+	code        string
+	requestID   string
+	body        *bodyGuard // nil for a request without a body
+	wroteHeader bool
 }
 
-func (s *statusRecorder) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wroteHeader {
+		s.wroteHeader = true
+		if s.body != nil && !s.body.complete() {
+			s.Header().Set("Connection", "close")
+		}
+	}
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes the body, the header first if the handler did not.
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if !s.wroteHeader {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Flush lets long polls flush through the recorder.
 func (s *statusRecorder) Flush() {
@@ -140,8 +228,9 @@ func (a *API) ok(w http.ResponseWriter, requestID string, data any) {
 // fail writes an error envelope; unexpected errors are logged with the request ID and shown as INTERNAL.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err error) {
 	de := domain.AsError(err)
-	if r.Context().Err() != nil {
-		// The client went away; nobody reads this answer and nothing failed on our side.
+	if r.Context().Err() != nil && !bodyCut(w) {
+		// The client went away; nobody reads this answer and nothing failed on our side. (A body cut at
+		// its deadline also ends the request's context, but that client is still there to read why.)
 		a.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away", slog.String("request_id", requestID))
 		return
 	}
@@ -156,7 +245,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
 	}
 	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfter(de))
 	}
 	wire := de.Wire()
 	writeJSON(w, de.Code.HTTPStatus(), Envelope{OK: false, RequestID: requestID, Error: &wire})
@@ -206,6 +295,10 @@ func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
 	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		var de *domain.Error
+		if errors.As(err, &de) { // the body guard's timeout or read failure
+			return "", de
+		}
 		return "", domain.Errorf(domain.CodeInvalidRequest, "reading request body failed")
 	}
 	if int64(len(raw)) > limit {
@@ -318,9 +411,33 @@ func checkPathIDs(r *http.Request) error {
 
 func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds() + 0.999)) }
 
+// retryAfter is the Retry-After of a retryable error: its details.retry_after_ms rounded up to whole
+// seconds, at least 1.
+func retryAfter(de *domain.Error) string {
+	var ms int64
+	switch v := de.Details["retry_after_ms"].(type) {
+	case int:
+		ms = int64(v)
+	case int64:
+		ms = v
+	case float64:
+		ms = int64(v)
+	}
+	return strconv.FormatInt(max(1, (ms+999)/1000), 10)
+}
+
 func writeIndented(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// RefusedRequests returns how many requests were refused for MaxInflight since the start.
+func (a *API) RefusedRequests() int64 { return a.shed.Total() }
+
+// BodyTimeout returns the body deadline in force.
+func (a *API) BodyTimeout() time.Duration { return a.bodyTimeout }
+
+// MinUploadRate returns the minimum upload rate in force, in bytes/s.
+func (a *API) MinUploadRate() int64 { return a.minUploadRate }

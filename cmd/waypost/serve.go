@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/server"
 )
 
@@ -21,9 +22,21 @@ func newServeCmd() *cobra.Command {
 /admin/v0, with all data (database, message bodies, secrets) in one directory.
 
 The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
-<data>/admin-secret (mode 0600) on first start and its path is printed. It must carry at least 32 random
-bytes (e.g. $(openssl rand -base64 32)); the server refuses to start with a weaker one. Stop with Ctrl-C: in-flight
-requests finish before the process exits.
+<data>/admin-secret (mode 0600) on first start and its path is printed. It must carry at least 32
+random bytes (e.g. $(openssl rand -base64 32)); the server refuses to start with a weaker one. Stop with
+Ctrl-C: in-flight requests finish before the process exits.
+
+Hostile and careless clients are held off by bounds, each answered in the standard envelope (never a
+hang), with a WARN log line carrying the figures at most every 10 s while it sheds load:
+  --body-timeout     a JSON request body must arrive whole within it (default 10s: 6.4 KiB/s for the
+                     largest, max_request_bytes); an upload body must bring --min-upload-rate bytes/s over
+                     every such window. Too slow: 400 INVALID_REQUEST, connection closed. A request that
+                     needs a credential is refused (401) from its headers, before any body byte is read.
+  --max-connections  open client connections, idle and long polls included (default 16384, lowered to
+                     fit the descriptor limit, raised to its hard limit at start; ulimit -n); above it a
+                     connection gets 429 RATE_LIMITED with Retry-After at once and is closed.
+  --max-inflight     requests in progress, feed.wait long polls excepted (default 4096); above it, 429
+                     RATE_LIMITED with Retry-After.
 
 Uploads prepared but never committed expire after upload_ttl_seconds: every --sweep-interval the server
 marks them expired and deletes their bytes (the AWS deployment's sweeper function does the same), and it
@@ -80,6 +93,14 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.StringVar(&cfg.DataDir, "data", "./waypost-data", "data directory (created on first start)")
 	f.BoolVar(&cfg.NoSync, "unsafe-no-fsync", false, "do not fsync commits (benchmarks only: a crash can lose acknowledged writes)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.DurationVar(&cfg.BodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout,
+		"time a JSON request body may take to arrive, and the window of the upload rate (at least 1s)")
+	f.Int64Var(&cfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate,
+		"least rate of an upload body in bytes/s, over every --body-timeout window")
+	f.IntVar(&cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
+		"open client connections (lowered to fit the descriptor limit); more get 429 at once")
+	f.IntVar(&cfg.MaxInflight, "max-inflight", server.DefaultMaxInflight,
+		"requests in progress, feed.wait long polls excepted; more get 429 at once")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
