@@ -30,7 +30,13 @@ type Limits struct {
 	RevisionMax              int64 `json:"revision_max"`
 	VisibleSeqMax            int64 `json:"visible_seq_max"`
 	FeedWaitMaxMS            int   `json:"feed_wait_max_ms"`
+	// FeedWaitWaitersMax is how many feed.wait requests one space may hold at once on the process that
+	// serves them (the live feed multiplexes them over one channel subscription per space).
+	FeedWaitWaitersMax int `json:"feed_wait_waiters_max"`
 }
+
+// DefaultFeedWaitWaitersMax is the default bound on concurrent feed.wait requests of one space.
+const DefaultFeedWaitWaitersMax = 16384
 
 // MaxSafeInteger is 2^53-1, the largest revision and visible_seq (RFC §5.3).
 const MaxSafeInteger = 1<<53 - 1
@@ -65,6 +71,7 @@ func DefaultLimits() Limits {
 		RevisionMax:              MaxSafeInteger,
 		VisibleSeqMax:            MaxSafeInteger,
 		FeedWaitMaxMS:            60000,
+		FeedWaitWaitersMax:       DefaultFeedWaitWaitersMax,
 	}
 }
 

@@ -305,44 +305,109 @@ func TestConnectionBound(t *testing.T) {
 // TestInflightBound: requests above MaxInflight are answered at once with 429 RATE_LIMITED and
 // Retry-After; feed.wait long polls are not counted; once the requests in progress end, others pass.
 func TestInflightBound(t *testing.T) {
-	s := serve(t, server.Config{MaxInflight: 2, BodyTimeout: 2 * time.Second})
-	for range 2 { // two requests in progress, their bodies trickling
+	s := serve(t, server.Config{MaxInflight: 2, BodyTimeout: 3 * time.Second})
+	// Three requests at once whose bodies trickle: exactly one is refused at once, two stay in progress.
+	type answer struct {
+		resp *http.Response
+		env  envelopeError
+		err  error
+	}
+	answers := make(chan answer, 3)
+	for range 3 {
 		c := dialRaw(t, s.addr)
 		c.head("POST", "/v0/inbox/read", s.tok, "application/json", 100, []byte("{"))
-	}
-	deadline := time.Now().Add(tolerance)
-	for {
-		c := dialRaw(t, s.addr)
-		c.head("GET", "/v0/describe", s.tok, "", -1, nil)
-		resp, env := c.response(tolerance)
-		if resp.StatusCode == 429 {
-			if env.Error.Code != "RATE_LIMITED" || env.Error.Details["limit"] != "max_inflight" || resp.Header.Get("Retry-After") != "1" {
-				t.Fatalf("HTTP 429 %v %+v", resp.Header, env.Error)
+		go func() {
+			_ = c.c.SetReadDeadline(time.Now().Add(3*time.Second + tolerance))
+			resp, err := http.ReadResponse(c.br, nil)
+			var env envelopeError
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&env)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never refused: HTTP %d", resp.StatusCode)
-		}
+			answers <- answer{resp, env, err}
+		}()
 	}
-	w := dialRaw(t, s.addr) // a long poll still passes
+	first := <-answers
+	if first.err != nil || first.resp.StatusCode != 429 || first.env.Error.Code != "RATE_LIMITED" ||
+		first.env.Error.Details["limit"] != "max_inflight" || first.resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("first answer: %+v %+v %v", first.resp, first.env.Error, first.err)
+	}
+	w := dialRaw(t, s.addr) // a long poll still passes while two requests are in progress
 	w.head("GET", "/v0/feed/wait?consumer_id="+s.con+"&timeout_ms=10", s.tok, "", -1, nil)
 	if resp, _ := w.response(tolerance); resp.StatusCode != 200 {
 		t.Fatalf("feed.wait while at the bound: HTTP %d", resp.StatusCode)
 	}
-	if l := s.srv.Load(); l.RefusedRequests < 1 || l.MaxInflight != 2 {
+	if l := s.srv.Load(); l.RefusedRequests != 1 || l.MaxInflight != 2 || l.Inflight != 2 {
 		t.Fatalf("Load() = %+v", l)
 	}
-	deadline = time.Now().Add(2*time.Second + tolerance) // the trickling bodies are cut at 2 s
-	for {
-		c := dialRaw(t, s.addr)
-		c.head("GET", "/v0/describe", s.tok, "", -1, nil)
-		if resp, _ := c.response(tolerance); resp.StatusCode == 200 {
-			break
+	for range 2 { // the trickling bodies are cut at the body timeout
+		a := <-answers
+		if a.err != nil || a.resp.StatusCode != 400 || a.env.Error.Details["reason"] != "body_timeout" {
+			t.Fatalf("in progress: %+v %+v %v", a.resp, a.env.Error, a.err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("still refused after the requests in progress were cut")
+	}
+	c := dialRaw(t, s.addr)
+	c.head("GET", "/v0/describe", s.tok, "", -1, nil)
+	if resp, _ := c.response(tolerance); resp.StatusCode != 200 {
+		t.Fatalf("after the requests in progress ended: HTTP %d", resp.StatusCode)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, `"msg":"shedding load: max_inflight reached"`) {
+		t.Fatalf("no shedding line in the logs:\n%s", logs)
+	}
+}
+
+// TestWaitersBoundOverHTTP: describe publishes the waiter bound of a space; feed.wait requests above it
+// get 429 RATE_LIMITED with Retry-After at once.
+func TestWaitersBoundOverHTTP(t *testing.T) {
+	s := serve(t, server.Config{MaxWaitersPerSpace: 2})
+	d := dialRaw(t, s.addr)
+	d.head("GET", "/v0/describe", s.tok, "", -1, nil)
+	_ = d.c.SetReadDeadline(time.Now().Add(tolerance))
+	resp, err := http.ReadResponse(d.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc struct {
+		Data struct {
+			Limits map[string]int `json:"limits"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&desc); err != nil || desc.Data.Limits["feed_wait_waiters_max"] != 2 {
+		t.Fatalf("describe limits %v (%v)", desc.Data.Limits, err)
+	}
+	// Three long polls at once: exactly one is refused, at once; the other two wait.
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answers := make(chan answer, 3)
+	for range 3 {
+		w := dialRaw(t, s.addr)
+		w.head("GET", "/v0/feed/wait?consumer_id="+s.con+"&timeout_ms=30000", s.tok, "", -1, nil)
+		go func() {
+			_ = w.c.SetReadDeadline(time.Now().Add(tolerance))
+			resp, err := http.ReadResponse(w.br, nil)
+			answers <- answer{resp, err}
+		}()
+	}
+	refused, waiting := 0, 0
+	for range 3 {
+		a := <-answers
+		var ne net.Error
+		switch {
+		case errors.As(a.err, &ne) && ne.Timeout():
+			waiting++
+		case a.err == nil && a.resp.StatusCode == 429:
+			var env envelopeError
+			_ = json.NewDecoder(a.resp.Body).Decode(&env)
+			if env.Error == nil || env.Error.Code != "RATE_LIMITED" || env.Error.Details["limit"] != "feed_wait_waiters_max" || a.resp.Header.Get("Retry-After") != "1" {
+				t.Fatalf("HTTP 429 %v %+v", a.resp.Header, env.Error)
+			}
+			refused++
+		default:
+			t.Fatalf("unexpected answer: %+v %v", a.resp, a.err)
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	if refused != 1 || waiting != 2 {
+		t.Fatalf("%d refused and %d waiting, want 1 and 2", refused, waiting)
 	}
 }

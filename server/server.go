@@ -69,6 +69,9 @@ type Config struct {
 	// MaxInflight bounds the requests in progress, feed.wait long polls excepted; 0 means
 	// DefaultMaxInflight. Requests above it get 429 at once.
 	MaxInflight int
+	// MaxWaitersPerSpace bounds the concurrent feed.wait requests of one space (describe publishes it as
+	// limits.feed_wait_waiters_max); 0 means domain.DefaultFeedWaitWaitersMax.
+	MaxWaitersPerSpace int
 }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
@@ -106,7 +109,7 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxConnections < 0 || cfg.MaxInflight < 0 || cfg.MinUploadRate < 0 || cfg.BodyTimeout < 0 {
+	if cfg.MaxConnections < 0 || cfg.MaxInflight < 0 || cfg.MinUploadRate < 0 || cfg.BodyTimeout < 0 || cfg.MaxWaitersPerSpace < 0 {
 		return nil, errors.New("server: negative connection, request or body limit")
 	}
 	if cfg.MaxConnections == 0 {
@@ -114,6 +117,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflight == 0 {
 		cfg.MaxInflight = DefaultMaxInflight
+	}
+	if cfg.MaxWaitersPerSpace == 0 {
+		cfg.MaxWaitersPerSpace = domain.DefaultFeedWaitWaitersMax
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
@@ -171,10 +177,13 @@ func Open(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: channel service: %w", err)
 	}
-	live := livefeed.New(channels, cfg.Logger)
+	// feed.wait waiters are multiplexed: one channel subscription per space, fanned out to every waiter.
+	live := livefeed.NewWithOptions(channels, cfg.Logger, livefeed.Options{MaxWaitersPerSpace: cfg.MaxWaitersPerSpace})
+	limits := domain.DefaultLimits()
+	limits.FeedWaitWaitersMax = live.MaxWaitersPerSpace()
 	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
-		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax}
+		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits}
 	if !cfg.Webhooks.Disabled {
 		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
 		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/server"
 )
 
@@ -37,6 +38,10 @@ hang), with a WARN log line carrying the figures at most every 10 s while it she
                      connection gets 429 RATE_LIMITED with Retry-After at once and is closed.
   --max-inflight     requests in progress, feed.wait long polls excepted (default 4096); above it, 429
                      RATE_LIMITED with Retry-After.
+  --max-waiters-per-space
+                     concurrent feed.wait requests of one space (default 16384; describe publishes it as
+                     limits.feed_wait_waiters_max). All of a space's waiters share one channel
+                     subscription: one commit wakes each of them once.
 
 Uploads prepared but never committed expire after upload_ttl_seconds: every --sweep-interval the server
 marks them expired and deletes their bytes (the AWS deployment's sweeper function does the same), and it
@@ -101,6 +106,8 @@ services on its own host. The server warns loudly at start when it is set.`,
 		"open client connections (lowered to fit the descriptor limit); more get 429 at once")
 	f.IntVar(&cfg.MaxInflight, "max-inflight", server.DefaultMaxInflight,
 		"requests in progress, feed.wait long polls excepted; more get 429 at once")
+	f.IntVar(&cfg.MaxWaitersPerSpace, "max-waiters-per-space", domain.DefaultFeedWaitWaitersMax,
+		"concurrent feed.wait requests one space may hold (published as limits.feed_wait_waiters_max); more get 429")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
