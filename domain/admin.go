@@ -29,11 +29,21 @@ type SpaceResult struct {
 	SourceURI          string    `json:"source_uri"`
 	DisplayName        string    `json:"display_name,omitempty"`
 	CreatedAt          time.Time `json:"created_at"`
+	// RateLimits are the per-credential rate limits in force (the owner's, or the defaults).
+	RateLimits *RateLimits `json:"rate_limits,omitempty"`
 }
 
 func spaceResult(sp Space) SpaceResult {
 	return SpaceResult{SpaceID: sp.SpaceID, DefaultRecipientID: sp.DefaultRecipientID, SourceURI: sp.SourceURI,
 		DisplayName: sp.DisplayName, CreatedAt: sp.CreatedAt}
+}
+
+// spaceResult describes a space with the rate limits in force.
+func (s *Service) spaceResult(sp Space) SpaceResult {
+	res := spaceResult(sp)
+	l := s.effectiveRateLimits(sp)
+	res.RateLimits = &l
+	return res
 }
 
 // fingerprintOf fingerprints a request of an operation; a value JCS cannot represent (invalid UTF-8, a
@@ -100,7 +110,7 @@ func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, er
 	if err != nil {
 		return SpaceResult{}, err
 	}
-	return spaceResult(sp), nil
+	return s.spaceResult(sp), nil
 }
 
 func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {

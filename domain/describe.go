@@ -17,6 +17,8 @@ type DescribeResult struct {
 	Scopes              []Scope      `json:"scopes"`
 	Limits              Limits       `json:"limits"`
 	Capabilities        Capabilities `json:"capabilities"`
+	// RateLimits are the rate limits of the caller's credential (its space's, or the defaults).
+	RateLimits PublishedRateLimits `json:"rate_limits"`
 }
 
 // Capabilities returns what this deployment publishes.
@@ -34,7 +36,8 @@ func (s *Service) Describe(ctx context.Context, p *Principal) (DescribeResult, e
 	}
 	res := DescribeResult{APIVersion: APIVersion, AppVersion: s.version, SpaceID: p.SpaceID, ActorID: p.ActorID,
 		DefaultRecipientID: sp.DefaultRecipientID, AllowedRecipientIDs: allowed, Scopes: slices.Clone(p.Scopes),
-		Limits: s.limits, Capabilities: s.caps}
+		Limits: s.limits, Capabilities: s.caps,
+		RateLimits: PublishedRateLimits{RateLimits: s.effectiveRateLimits(sp), AppliesTo: "credential"}}
 	if p.ConsumerID != "" {
 		c := p.ConsumerID
 		res.ConsumerID = &c

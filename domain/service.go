@@ -43,6 +43,9 @@ type Config struct {
 	// WaitsPerSpace caps the feed.waits one space holds at once, across every service on the same store
 	// (waitcap.go); 0 means no cap.
 	WaitsPerSpace int
+	// RateLimits are the per-credential rate limits of spaces whose owner set none (Service.Admit); nil
+	// means DefaultRateLimits.
+	RateLimits *RateLimits
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
@@ -65,6 +68,7 @@ type Service struct {
 	deliveryQueue port.DeliveryQueue
 	retryPolicy   retry.Policy
 	waitsPerSpace int
+	rates         *rateLimiter
 }
 
 // New returns a Service over the given ports.
@@ -82,6 +86,14 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.states = newStateCache(64)
 	s.waitsPerSpace = cfg.WaitsPerSpace
+	defRates := DefaultRateLimits()
+	if cfg.RateLimits != nil {
+		if err := cfg.RateLimits.check(); err != nil {
+			return nil, fmt.Errorf("domain: default rate limits: %w", err)
+		}
+		defRates = *cfg.RateLimits
+	}
+	s.rates = newRateLimiter(defRates)
 	s.webhooks, s.deliveryQueue, s.retryPolicy = cfg.Webhooks, cfg.DeliveryQueue, retry.DefaultPolicy()
 	if cfg.WebhookRetry != nil {
 		s.retryPolicy = *cfg.WebhookRetry

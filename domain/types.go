@@ -132,6 +132,8 @@ type Space struct {
 	DefaultRecipientID string    `json:"default_recipient_id"`
 	SourceURI          string    `json:"source_uri"`
 	CreatedAt          time.Time `json:"created_at"`
+	// RateLimits are the owner's per-credential rate limits; nil means the deployment's defaults.
+	RateLimits *RateLimits `json:"rate_limits,omitempty"`
 }
 
 // Actor is a user, agent or client identity in a space.

@@ -389,6 +389,7 @@ var errorTable = map[string]struct {
 	"CURSOR_SCOPE_CHANGED": {409, false},
 	"RESOURCE_LIMIT":       {422, false},
 	"PAYLOAD_TOO_LARGE":    {413, false},
+	"RATE_LIMITED":         {429, true},
 	"STORAGE_UNAVAILABLE":  {503, true},
 	"INTERNAL":             {500, true},
 	// M2 (webhooks)
@@ -452,6 +453,7 @@ var responseSchemas = []struct {
 	{"POST", regexp.MustCompile(`^/v0/inbox/ack$`), "inbox.ack.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces$`), "admin.space.create.response"},
 	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+$`), "admin.space.get.response"},
+	{"PATCH", regexp.MustCompile(`^/admin/v0/spaces/[^/]+$`), "admin.space.get.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/actors$`), "admin.actor.create.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/actors/[^/]+/revoke$`), "admin.actor.revoke.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/consumers$`), "admin.consumer.response"},
@@ -626,6 +628,16 @@ func newSpace(t testing.TB, s *server, name string) *admin {
 }
 
 func (a *admin) path(rest string) string { return "/admin/v0/spaces/" + a.space.SpaceID + rest }
+
+// rateLimits sets the space's per-credential rate limits (PATCH /admin/v0/spaces/{space_id}).
+func (a *admin) rateLimits(t testing.TB, perSecond, burst int) {
+	t.Helper()
+	sp, _ := ok[map[string]any](t, a.s, request{Method: "PATCH", Path: a.path(""), Token: adminSecret,
+		Body: map[string]any{"rate_limits": map[string]any{"requests_per_second": perSecond, "burst": burst}}})
+	if rl, _ := sp["rate_limits"].(map[string]any); rl["requests_per_second"] != float64(perSecond) || rl["burst"] != float64(burst) {
+		t.Fatalf("rate limits after PATCH: %v", sp)
+	}
+}
 
 func (a *admin) actor(t testing.TB, name string) string {
 	t.Helper()

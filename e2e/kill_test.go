@@ -63,6 +63,7 @@ func TestKillDuringConcurrentSends(t *testing.T) {
 
 	s := startServer(t)
 	adm := newSpace(t, s, "kill")
+	adm.rateLimits(t, 100000, 1000000) // a crash test under full load, not a test of throttling
 	obs := adm.observer(t)
 	clients := make([]*killClient, nClients)
 	for i := range clients {

@@ -99,3 +99,37 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestRateLimitOverHTTP: describe publishes the credential's rate limits; the owner sets them with PATCH
+// /admin/v0/spaces/{space_id}; a credential over its bucket gets 429 RATE_LIMITED with Retry-After, and
+// another credential of the space is not affected.
+func TestRateLimitOverHTTP(t *testing.T) {
+	m := newM1(t)
+	w := m.world()
+	desc := m1Decode[map[string]any](t, m.call("GET", "/v0/describe", w.aTok, nil, "describe.response"))
+	if rl := desc["rate_limits"].(map[string]any); rl["requests_per_second"] != 100.0 || rl["burst"] != 300.0 || rl["applies_to"] != "credential" {
+		t.Fatalf("describe rate_limits %v", rl)
+	}
+	path := "/admin/v0/spaces/" + w.space
+	m.fail("PATCH", path, m1AdminSecret, []byte(`{"rate_limits":{"requests_per_second":0,"burst":1}}`), map[string]string{"Content-Type": "application/json"}, "INVALID_REQUEST", 400)
+	m.fail("PATCH", path, m1AdminSecret, []byte(`{}`), map[string]string{"Content-Type": "application/json"}, "INVALID_REQUEST", 400)
+	m.fail("PATCH", path, w.aTok, []byte(`{"rate_limits":{"requests_per_second":1,"burst":3}}`), map[string]string{"Content-Type": "application/json"}, "UNAUTHENTICATED", 401)
+	m.fail("PATCH", "/admin/v0/spaces/sp_absent", m1AdminSecret, []byte(`{"rate_limits":{"requests_per_second":1,"burst":3}}`), map[string]string{"Content-Type": "application/json"}, "NOT_FOUND", 404)
+	sp := m1Decode[map[string]any](t, m.call("PATCH", path, m1AdminSecret, map[string]any{"request_id": m.rid("limits"),
+		"rate_limits": map[string]any{"requests_per_second": 1, "burst": 3}}, "admin.space.get.response"))
+	if rl := sp["rate_limits"].(map[string]any); rl["requests_per_second"] != 1.0 || rl["burst"] != 3.0 {
+		t.Fatalf("PATCH result %v", sp)
+	}
+	if got := m1Decode[map[string]any](t, m.call("GET", path, m1AdminSecret, nil, "admin.space.get.response")); got["rate_limits"].(map[string]any)["burst"] != 3.0 {
+		t.Fatalf("GET space %v", got)
+	}
+	for range 3 {
+		m.call("GET", "/v0/describe", w.bTok, nil, "describe.response") // b's burst, describe included
+	}
+	r := m.fail("GET", "/v0/describe", w.bTok, nil, nil, "RATE_LIMITED", 429)
+	if r.header.Get("Retry-After") != "1" || r.detail["reason"] != "credential_rate" {
+		t.Fatalf("over the limit: %v %v", r.header, r.detail)
+	}
+	m.fail("POST", "/v0/inbox/read", w.bTok, map[string]any{"consumer_id": w.bConsumer}, nil, "RATE_LIMITED", 429)
+	m.call("GET", "/v0/describe", w.cTok, nil, "describe.response") // another credential has its own bucket
+}

@@ -256,13 +256,21 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// principal authenticates the data-plane bearer token.
+// principal authenticates the data-plane bearer token from the headers (before any body byte is read) and
+// counts the request against the credential's rate limit.
 func (a *API) principal(r *http.Request) (*domain.Principal, error) {
 	tok, ok := bearer(r)
 	if !ok {
 		return nil, domain.Errorf(domain.CodeUnauthenticated, "missing bearer token")
 	}
-	return a.svc.Authenticate(r.Context(), tok)
+	p, err := a.svc.Authenticate(r.Context(), tok)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.svc.Admit(r.Context(), p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Principal authenticates a request for other transports mounted on the same API (e.g. MCP, feed.wait).

@@ -102,6 +102,14 @@ func (a *API) routes() {
 		res, err := a.svc.GetSpace(ctx, r.PathValue("space_id"))
 		return "", res, err
 	}))
+	m.HandleFunc("PATCH "+sp, a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
+		req, rid, err := body[domain.UpdateSpaceRequest](a, r, "admin.space.update.request")
+		if err != nil {
+			return rid, nil, err
+		}
+		res, err := a.svc.UpdateSpace(ctx, r.PathValue("space_id"), req)
+		return req.RequestID, res, err
+	}))
 	m.HandleFunc("POST "+sp+"/actors", a.adminHandler(func(ctx context.Context, r *http.Request) (string, any, error) {
 		req, rid, err := body[domain.CreateActorRequest](a, r, "admin.actor.create.request")
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,12 +112,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
-	if _, err := h.svc.Authenticate(r.Context(), tok); err != nil {
+	p, err := h.svc.Authenticate(r.Context(), tok)
+	if err != nil {
 		if domain.CodeOf(err) == domain.CodeUnauthenticated {
 			unauthorized(w)
 			return
 		}
 		http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
+	// One MCP request counts once against the credential's rate limit, as one HTTP request does.
+	if err := h.svc.Admit(r.Context(), p); err != nil {
+		de := domain.AsError(err)
+		if de.Code != domain.CodeRateLimited {
+			http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		h.rateLimited(w, de)
 		return
 	}
 	r.Header.Set(baseURLHeader, baseURL(r))
@@ -125,6 +137,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.strictRPC(w, r)
+}
+
+// rateLimited answers 429 with Retry-After and the error envelope of RATE_LIMITED.
+func (h *Handler) rateLimited(w http.ResponseWriter, de *domain.Error) {
+	secs := int64(1)
+	if ms, ok := de.Details["retry_after_ms"].(int64); ok && ms > 1000 {
+		secs = (ms + 999) / 1000
+	}
+	wire := de.Wire()
+	body, _ := json.Marshal(envelope{OK: false, RequestID: h.ids.NewID("rq"), Error: &wire})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
 }
 
 func unauthorized(w http.ResponseWriter) {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/waypost/waypost/domain"
 )
 
 // benchOptions are the flags of `waypost bench`.
@@ -51,7 +53,8 @@ func newBenchCmd() *cobra.Command {
 		Long: `Measure a running Waypost server over its HTTP API, as clients see it.
 
 bench creates its own space through the control plane (one sender actor and token per client, and an inbox
-consumer of the space's default recipient), then runs two timed phases:
+consumer of the space's default recipient; the space's per-credential rate limits lifted to their maximum),
+then runs two timed phases:
 
   1. message.send from --clients concurrent clients for --duration (each with unique request IDs),
   2. inbox.read of --read-page items per page from --clients concurrent readers for --read-duration.
@@ -239,6 +242,11 @@ func setupBench(ctx context.Context, c *benchClient, o benchOptions) (benchSetup
 		return s, err
 	}
 	sp := "/admin/v0/spaces/" + space.SpaceID
+	// A throughput measurement, not a test of throttling: lift the space's per-credential rate limits.
+	if err := c.call(ctx, "PATCH", sp, adm, map[string]any{"rate_limits": map[string]any{
+		"requests_per_second": domain.MaxRequestsPerSecond, "burst": domain.MaxBurst}}, nil); err != nil {
+		return s, fmt.Errorf("lifting the bench space's rate limits: %w", err)
+	}
 	n := 0
 	rid := func() string { n++; return fmt.Sprintf("bench-%s-%d", s.run, n) }
 	var tok struct {
