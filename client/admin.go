@@ -54,6 +54,14 @@ func (a *Admin) GetSpace(ctx context.Context, spaceID string) (domain.SpaceResul
 	return out, err
 }
 
+// UpdateSpace changes a space's settings — its per-credential rate limits — (PATCH /admin/v0/spaces/{space_id})
+// and returns the space with the settings in force.
+func (a *Admin) UpdateSpace(ctx context.Context, spaceID string, req domain.UpdateSpaceRequest) (domain.SpaceResult, error) {
+	var out domain.SpaceResult
+	err := a.t.do(ctx, http.MethodPatch, spacePath(spaceID), nil, req, &out)
+	return out, err
+}
+
 // CreateActor adds an actor to a space (POST …/actors).
 func (a *Admin) CreateActor(ctx context.Context, spaceID string, req domain.CreateActorRequest) (domain.ActorResult, error) {
 	var out domain.ActorResult

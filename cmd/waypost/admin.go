@@ -173,8 +173,12 @@ func adminSub[T any](c *conn, cmd *cobra.Command, op adminOp[T]) *cobra.Command 
 }
 
 func spaceFields(sp domain.SpaceResult) []string {
-	return []string{"space_id", sp.SpaceID, "display_name", sp.DisplayName, "default_recipient_id", sp.DefaultRecipientID,
+	kv := []string{"space_id", sp.SpaceID, "display_name", sp.DisplayName, "default_recipient_id", sp.DefaultRecipientID,
 		"source_uri", sp.SourceURI}
+	if sp.RateLimits != nil {
+		kv = append(kv, "rate_limits", fmt.Sprintf("%d requests/s per credential, burst %d", sp.RateLimits.RequestsPerSecond, sp.RateLimits.Burst))
+	}
+	return kv
 }
 
 func adminSpaceCmd(c *conn) *cobra.Command {
@@ -206,7 +210,33 @@ func adminSpaceCmd(c *conn) *cobra.Command {
 			return sp.SpaceID, append(spaceFields(sp), "created_at", sp.CreatedAt.Format(time.RFC3339))
 		},
 	})
-	return group("space", "Create or show spaces", create, get)
+	var limits domain.RateLimits
+	update := adminSub(c, &cobra.Command{
+		Use:   "update SPACE_ID",
+		Short: "Change a space's per-credential rate limits",
+		Long: `Change a space's settings. --rate and --burst set the request rate limit of each of its credentials
+(tokens): a token bucket refilled at --rate requests per second that holds at most --burst requests. A
+request over it gets 429 RATE_LIMITED with Retry-After. 'waypost admin space get' and describe show the
+limits in force (the defaults until the owner sets them).`,
+		Example: `  waypost admin space update sp_0123456789abcdefghjk --rate 20 --burst 60`,
+		Args:    exactArgs(1, "SPACE_ID"),
+	}, adminOp[domain.SpaceResult]{
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().IntVar(&limits.RequestsPerSecond, "rate", 0, "requests per second each credential may make (1…100000)")
+			cmd.Flags().IntVar(&limits.Burst, "burst", 0, "requests a credential may make at once (1…1000000)")
+		},
+		check: func(cmd *cobra.Command) error {
+			if !cmd.Flags().Changed("rate") || !cmd.Flags().Changed("burst") {
+				return usagef("nothing to change: pass --rate and --burst")
+			}
+			return nil
+		},
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.SpaceResult, error) {
+			return ad.UpdateSpace(ctx, in.args[0], domain.UpdateSpaceRequest{RateLimits: &limits})
+		},
+		show: func(sp domain.SpaceResult) (string, []string) { return sp.SpaceID, spaceFields(sp) },
+	})
+	return group("space", "Create, show or change spaces", create, get, update)
 }
 
 func adminActorCmd(c *conn) *cobra.Command {

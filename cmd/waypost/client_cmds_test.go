@@ -409,8 +409,15 @@ func TestCLIAdminLifecycle(t *testing.T) {
 	if sp.SpaceID != f.space || !strings.HasPrefix(sp.SourceURI, "urn:uuid:") || sp.DefaultRecipientID == "" {
 		t.Fatalf("space: %+v", sp)
 	}
-	if out := c.ok("admin", "space", "get", f.space); !strings.Contains(out, "source_uri:") {
+	if out := c.ok("admin", "space", "get", f.space); !strings.Contains(out, "source_uri:") ||
+		!regexp.MustCompile(`rate_limits: +100 requests/s per credential, burst 300`).MatchString(out) {
 		t.Fatalf("space get:\n%s", out)
+	}
+	if out := c.ok("admin", "space", "update", f.space, "--rate", "20", "--burst", "60"); !regexp.MustCompile(`rate_limits: +20 requests/s per credential, burst 60`).MatchString(out) {
+		t.Fatalf("space update:\n%s", out)
+	}
+	if _, errOut, err := c.run("", "admin", "space", "update", f.space, "--rate", "20"); err == nil || !strings.Contains(err.Error()+errOut, "--rate and --burst") {
+		t.Fatalf("space update without --burst: %v %s", err, errOut)
 	}
 
 	// B's queue has a cursor; a view change makes the next inbox resynchronize without showing old items.
@@ -525,8 +532,8 @@ func TestCLIHelp(t *testing.T) {
 			walk(cmd)
 		}
 	}
-	if n != 20 {
-		t.Errorf("checked %d runnable client commands, want 20", n)
+	if n != 21 {
+		t.Errorf("checked %d runnable client commands, want 21", n)
 	}
 }
 

@@ -36,7 +36,8 @@ func newDescribeCmd() *cobra.Command {
 				"allowed_recipient_ids", ids(d.AllowedRecipientIDs), "scopes", ids(d.Scopes),
 				"capabilities", capabilities(d.Capabilities),
 				"limits", fmt.Sprintf("max_body_text_bytes=%d max_subject_bytes=%d max_recipients=%d inbox_page_max=%d ack_items_max=%d (--json for all)",
-					l.MaxBodyTextBytes, l.MaxSubjectBytes, l.MaxRecipients, l.InboxPageMax, l.AckItemsMax))
+					l.MaxBodyTextBytes, l.MaxSubjectBytes, l.MaxRecipients, l.InboxPageMax, l.AckItemsMax),
+				"rate_limits", fmt.Sprintf("%d requests/s per credential, burst %d", d.RateLimits.RequestsPerSecond, d.RateLimits.Burst))
 		},
 	}
 	c.addDataFlags(cmd.Flags())
