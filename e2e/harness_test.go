@@ -464,6 +464,8 @@ var responseSchemas = []struct {
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens$`), "admin.token.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens/[^/]+/rotate$`), "admin.token.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens/[^/]+/revoke$`), "admin.token.revoke.response"},
+	{"POST", regexp.MustCompile(`^/v0/blobs$`), "blob.prepare.response"},
+	{"GET", regexp.MustCompile(`^/v0/feed/wait(\?.*)?$`), "inbox.read.response"},
 	{"GET", regexp.MustCompile(`^/v0/subscriptions$`), "subscription.list.response"},
 	{"POST", regexp.MustCompile(`^/v0/subscriptions$`), "subscription.upsert.response"},
 	{"POST", regexp.MustCompile(`^/v0/subscriptions/[^/]+/stop$`), "subscription.stop.response"},
