@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/waypost/waypost/channel"
@@ -154,10 +155,78 @@ func New(secret string, limits channel.Limits, logger *slog.Logger) (*Service, e
 	return s, nil
 }
 
-// ServeHTTP serves the internal API.
+// BodyTimeout bounds reading a request body of the internal API.
+const BodyTimeout = 10 * time.Second
+
+// ServeHTTP serves the internal API. A request body must arrive within BodyTimeout; an answer given before
+// it was read to its end (a refused secret, a wrong route) closes the connection instead of draining the
+// rest, so a client trickling a body holds nothing for long.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mux.ServeHTTP(w, r)
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(BodyTimeout))
+	b := &eofBody{ReadCloser: r.Body, rc: rc}
+	r.Body = b
+	s.mux.ServeHTTP(&closeUnread{ResponseWriter: w, body: b}, r)
+	if !b.done() {
+		_ = rc.SetReadDeadline(time.Now()) // the server's clean-up read of the rest fails at once
+	}
 }
+
+// eofBody records whether a request body was read to its end, and then lifts its read deadline.
+type eofBody struct {
+	io.ReadCloser
+	rc  *http.ResponseController
+	mu  sync.Mutex
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.mu.Lock()
+		b.eof = true
+		b.mu.Unlock()
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+func (b *eofBody) done() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eof
+}
+
+// closeUnread adds Connection: close to an answer written before the request body was read to its end.
+type closeUnread struct {
+	http.ResponseWriter
+	body        *eofBody
+	wroteHeader bool
+}
+
+func (c *closeUnread) WriteHeader(code int) {
+	if !c.wroteHeader {
+		c.wroteHeader = true
+		if !c.body.done() {
+			c.Header().Set("Connection", "close")
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *closeUnread) Write(p []byte) (int, error) {
+	if !c.wroteHeader {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (c *closeUnread) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // HubFor returns the hub of a space, creating it on first use. The embedded
 // server uses it to subscribe and wait in-process. spaceID is trusted (it

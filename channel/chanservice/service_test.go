@@ -1,10 +1,12 @@
 package chanservice_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -299,3 +301,36 @@ func TestInProcessOperations(t *testing.T) {
 var _ interface {
 	HubFor(spaceID string) *channel.Hub
 } = (*chanservice.Service)(nil)
+
+// TestSlowBodyIsCut: over a real connection, a request whose body trickles in is answered at once when
+// the secret is wrong (401, without waiting for the body) and the connection is closed.
+func TestSlowBodyIsCut(t *testing.T) {
+	svc := newService(t, channel.Limits{})
+	hs := httptest.NewServer(svc)
+	defer hs.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head := "POST " + feed + "/publish HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n" +
+		"Authorization: Bearer wrong-secret-0123456789abcdef\r\n\r\n{"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer while the body trickles: %v", err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("HTTP %d, close %v", resp.StatusCode, resp.Close)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("more bytes after the answer")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the connection stayed open")
+	}
+}
