@@ -412,4 +412,4 @@ func TestIssue13_EmptyRecipientIDsRefused(t *testing.T) {
 	}
 }
 
-const adminSecret = "test-admin-secret-0123456789abcdef"
+const adminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
