@@ -15,8 +15,8 @@ import (
 	"github.com/waypost/waypost/server"
 )
 
-// The benchmarks drive the real HTTP handler of the embedded server in-process (no sockets), over bbolt and
-// the file blob store in a temporary directory with fsync ON, the production setting. They report
+// The benchmarks drive the real HTTP handler of the embedded server in-process (no sockets), over the item
+// store (store/pebble) and the file blob store in a temporary directory with fsync ON, the production setting. They report
 // throughput and latency percentiles with b.ReportMetric; they assert no timings.
 //
 //	go test ./server -run '^$' -bench . -benchtime 3000x

@@ -26,11 +26,11 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/server"
-	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
+	"github.com/waypost/waypost/store/pebble"
 )
 
-// M1 performance tests: blobs and memory through the real HTTP handler, over bbolt and the file blob store
+// M1 performance tests: blobs and memory through the real HTTP handler, over the pebble item store and the file blob store
 // with fsync ON unless a test says otherwise. docs/benchmarks-m1.md has the figures and how to run them.
 //
 //	WAYPOST_LARGE_TESTS=1 go test ./server -run TestLargeUploadBoundedMemory -v -timeout 30m
@@ -39,7 +39,7 @@ import (
 
 const m1Admin = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
-// largeServer is the embedded deployment assembled as server.Open does (bbolt, file blobs, HTTP API), with
+// largeServer is the embedded deployment assembled as server.Open does (pebble, file blobs, HTTP API), with
 // max_blob_bytes raised: the embedded default (100 MiB) is below what the large-upload tests send. It
 // serves over real loopback TCP (httptest).
 type largeServer struct {
@@ -51,7 +51,7 @@ type largeServer struct {
 func openLargeServer(tb testing.TB, maxBlob int64) *largeServer {
 	tb.Helper()
 	dir := tb.TempDir()
-	st, err := bolt.Open(filepath.Join(dir, "waypost.db"), bolt.Options{}) // fsync ON
+	st, err := pebble.Open(filepath.Join(dir, "items"), pebble.Options{}) // fsync ON
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -317,7 +317,7 @@ type snapshot10k struct {
 
 const items10k = 10000
 
-// newSnapshot10k creates the blobs with bbolt fsync off (setup only), then reopens the same data
+// newSnapshot10k creates the blobs with the item store's fsync off (setup only), then reopens the same data
 // directory with fsync ON for what is measured.
 func newSnapshot10k(tb testing.TB) *snapshot10k {
 	tb.Helper()
@@ -513,5 +513,5 @@ func BenchmarkManifestSnapshot10k(b *testing.B) {
 	b.ReportMetric(publish.Seconds()*1e3/n, "publish-ms")
 	b.ReportMetric(read.Seconds()*1e3/n, "read-all-ms")
 	b.ReportMetric(items10k*n/read.Seconds(), "read-items/s")
-	b.Logf("setup of %d blobs (bbolt fsync off): %s", items10k, s.setup.Round(time.Millisecond))
+	b.Logf("setup of %d blobs (item store fsync off): %s", items10k, s.setup.Round(time.Millisecond))
 }

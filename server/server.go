@@ -1,6 +1,6 @@
-// Package server assembles the embedded Waypost deployment: the bbolt item store and file blob store in one
-// data directory, the domain service, the HTTP API, and the secrets it needs. `waypost serve` and the
-// end-to-end tests both use it.
+// Package server assembles the embedded Waypost deployment: the item store (store/pebble) and file blob store
+// in one data directory (its layout is DataFormat), the domain service, the HTTP API, and the secrets it
+// needs. `waypost serve` and the end-to-end tests both use it.
 package server
 
 import (
@@ -28,8 +28,8 @@ import (
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/platform"
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
+	"github.com/waypost/waypost/store/pebble"
 	"github.com/waypost/waypost/webhook/dial"
 	"github.com/waypost/waypost/webhook/sender"
 )
@@ -85,7 +85,7 @@ const InlineBodyMax = 16 << 10
 // Server is a running embedded deployment.
 type Server struct {
 	cfg             Config
-	store           *bolt.Store
+	store           *pebble.Store
 	blobs           *fsblob.Store
 	svc             *domain.Service
 	api             *httpapi.API
@@ -124,6 +124,9 @@ func Open(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: creating data dir: %w", err)
 	}
+	if err := checkDataFormat(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg}
 	admin := cfg.AdminSecret
 	if admin == "" {
@@ -143,7 +146,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := bolt.Open(filepath.Join(cfg.DataDir, "waypost.db"), bolt.Options{NoSync: cfg.NoSync})
+	st, err := openItems(cfg.DataDir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("server: opening store: %w", err)
 	}

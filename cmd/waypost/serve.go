@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +16,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var cfg server.Config
-	var logLevel string
+	var logLevel, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the embedded Waypost server (one process, data on local disk)",
@@ -73,6 +74,13 @@ services on its own host. The server warns loudly at start when it is set.`,
 					"addresses and plain http:// are allowed. This is for local development only and must never be "+
 					"used where untrusted users register webhook targets.")
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			srv, err := server.Open(cfg)
 			if err != nil {
 				return err
@@ -110,6 +118,7 @@ services on its own host. The server warns loudly at start when it is set.`,
 		"concurrent feed.wait requests one space may hold (published as limits.feed_wait_waiters_max); more get 429")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
@@ -121,4 +130,20 @@ func absPath(p string) string {
 		return abs
 	}
 	return p
+}
+
+// startCPUProfile starts profiling the process's CPU into path and returns the function that stops it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

@@ -53,8 +53,8 @@ func RunFailureMatrix(t *testing.T, nb NewBackend) {
 	t.Run("8_process_killed_mid_load_embedded", func(t *testing.T) {
 		// Row 8 needs a real process killed (SIGKILL) under load and a restart on the same data directory; an
 		// in-process test cannot lose its own process. It is covered with child processes by
-		// store/bolt TestKilledMidLoad (the store) and e2e TestKillDuringConcurrentSends (the server).
-		t.Skip("process kill needs a real process: see store/bolt TestKilledMidLoad and e2e TestKillDuringConcurrentSends")
+		// store/pebble TestKilledMidLoad (the store) and e2e TestKillDuringConcurrentSends (the server).
+		t.Skip("process kill needs a real process: see store/pebble TestKilledMidLoad and e2e TestKillDuringConcurrentSends")
 	})
 	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { mxP03(t, nb) })
 	t.Run("P04_referential_integrity", func(t *testing.T) { mxP04(t, nb) })

@@ -27,7 +27,7 @@ import (
 //   - DualSigning: both secrets sign for five minutes after a rotation, then only the new one.
 //
 // Every check builds a fresh backend with nb, so checks do not see each other's subscriptions. When the
-// backend's item store implements Reopener, a "restart" closes it and opens it again (bbolt: the same file);
+// backend's item store implements Reopener, a "restart" closes it and opens it again (store/pebble: the same directory);
 // otherwise a restart is a new Service over the same adapter. A failing rapid check prints its seed
 // (-rapid.seed=N). MaxSteps bounds the random operations of one check.
 func RunWebhookProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
@@ -54,7 +54,7 @@ func RunWebhookProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 }
 
 // Reopener is implemented by a test backend's item store that can be closed and opened again on the same
-// durable storage, as a restarted process finds it (bbolt: the same file). The old store must not be used
+// durable storage, as a restarted process finds it (store/pebble: the same directory). The old store must not be used
 // afterwards.
 type Reopener interface {
 	Reopen(t testing.TB) port.ItemStore

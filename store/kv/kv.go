@@ -1,9 +1,9 @@
 // Package kv holds the one implementation of item-store transaction semantics that the in-memory adapter
-// (store/mem) and the embedded bbolt adapter (store/bolt) share, so that both behave exactly alike and as the
+// (store/mem) and the embedded adapter (store/pebble) share, so that both behave exactly alike and as the
 // port (domain/port) describes.
 //
-// An adapter gives Commit a View of its current state inside whatever isolation it has (a mutex, a bbolt
-// write transaction). Commit then
+// An adapter gives Commit a View of its current state inside whatever isolation it has (a mutex, the single
+// committer goroutine of store/pebble and its indexed view of pending writes). Commit then
 //
 //  1. validates the transaction shape (counter key, Count, Build);
 //  2. reads the counter (attribute port.CounterAttr, decimal, absent means 0) and allocates Count values,

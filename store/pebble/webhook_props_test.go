@@ -1,4 +1,4 @@
-package bolt_test
+package pebble_test
 
 import (
 	"path/filepath"
@@ -6,24 +6,24 @@ import (
 
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
+	"github.com/waypost/waypost/store/pebble"
 )
 
 // TestWebhookProperties runs P15 and the webhook delivery scenarios (domaintest.RunWebhookProperties) on
-// the embedded store (no fsync, a fresh file per check). Its store can be reopened, so every restart in
-// them closes the bbolt file and opens it again, as a restarted process would.
+// the embedded store (no fsync, a fresh store per check). Its store can be reopened, so every restart in
+// them closes the store and opens its directory again, as a restarted process would.
 func TestWebhookProperties(t *testing.T) {
 	domaintest.RunWebhookProperties(t, webhookBackend, domaintest.MaxSteps(20))
 }
 
-// reopenable is a bbolt store that domaintest can close and reopen on the same file.
+// reopenable is a store that domaintest can close and reopen on the same directory.
 type reopenable struct {
-	*bolt.Store
+	*pebble.Store
 	path string
 }
 
-// Reopen closes the store and opens its file again.
+// Reopen closes the store and opens its directory again.
 func (r reopenable) Reopen(t testing.TB) port.ItemStore {
 	if err := r.Store.Close(); err != nil {
 		t.Fatalf("closing %s: %v", r.path, err)
@@ -32,9 +32,9 @@ func (r reopenable) Reopen(t testing.TB) port.ItemStore {
 }
 
 func openReopenable(t testing.TB, path string) reopenable {
-	s, err := bolt.Open(path, bolt.Options{NoSync: true})
+	s, err := pebble.Open(path, pebble.Options{NoSync: true})
 	if err != nil {
-		t.Fatalf("bolt.Open: %v", err)
+		t.Fatalf("pebble.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() }) // closing twice is a no-op
 	return reopenable{Store: s, path: path}
@@ -45,5 +45,5 @@ func webhookBackend(t testing.TB) domaintest.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return domaintest.Backend{Store: openReopenable(t, filepath.Join(t.TempDir(), "items.db")), Blobs: blobs}
+	return domaintest.Backend{Store: openReopenable(t, filepath.Join(t.TempDir(), "items")), Blobs: blobs}
 }

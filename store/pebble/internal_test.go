@@ -1,4 +1,4 @@
-package bolt
+package pebble
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	berrors "go.etcd.io/bbolt/errors"
+	cerrors "github.com/cockroachdb/errors"
+	pdb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/store/kv"
@@ -22,17 +23,16 @@ func TestMapErr(t *testing.T) {
 	for _, err := range []error{
 		syscall.EIO, syscall.ENOSPC,
 		&fs.PathError{Op: "write", Path: "/x", Err: syscall.EIO},
-		fmt.Errorf("commit: %w", berrors.ErrMaxSizeReached),
-		berrors.ErrTimeout,
+		cerrors.Wrapf(&fs.PathError{Op: "sync", Path: "/x/000001.log", Err: syscall.EIO}, "pebble: sync"),
 	} {
 		if got := mapErr(err); !errors.Is(got, port.ErrUnavailable) || !errors.Is(got, err) {
 			t.Errorf("mapErr(%v) = %v, want it wrapped with ErrUnavailable", err, got)
 		}
 	}
-	if got := mapErr(berrors.ErrDatabaseNotOpen); !errors.Is(got, ErrClosed) || errors.Is(got, port.ErrUnavailable) {
+	if got := mapErr(pdb.ErrClosed); !errors.Is(got, ErrClosed) || errors.Is(got, port.ErrUnavailable) {
 		t.Errorf("closed: %v", got)
 	}
-	for _, err := range []error{kv.ErrInvalidTx, port.ErrTooManyOps, berrors.ErrValueTooLarge, context.Canceled} {
+	for _, err := range []error{kv.ErrInvalidTx, port.ErrTooManyOps, pdb.ErrNotFound, context.Canceled} {
 		if got := mapErr(err); got != err {
 			t.Errorf("mapErr(%v) = %v, want it unchanged", err, got)
 		}

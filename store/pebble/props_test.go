@@ -1,4 +1,4 @@
-package bolt_test
+package pebble_test
 
 import (
 	"os"
@@ -6,23 +6,23 @@ import (
 	"testing"
 
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/store/bolt"
 	"github.com/waypost/waypost/store/fsblob"
+	"github.com/waypost/waypost/store/pebble"
 )
 
 // TestProperties runs the SUPPLEMENT §15 properties (domaintest.RunProperties) on the embedded store, without
-// fsync (NoSync, a fresh file in a temporary directory per property) and with default batching. Every commit
-// is a real bbolt transaction, so checks run fewer steps than on the in-memory store.
+// fsync (NoSync, a fresh store in a temporary directory per property) and with default batching. Opening a
+// store and every commit cost real file work, so checks run fewer steps than on the in-memory store.
 func TestProperties(t *testing.T) {
 	domaintest.RunProperties(t, propsBackend, domaintest.MaxSteps(6))
 }
 
-// propsBackend is a fresh embedded backend for one property: bbolt without fsync in a temporary directory,
-// and the blob store on tmpfs when there is one.
+// propsBackend is a fresh embedded backend for one property: the store without fsync in a temporary
+// directory, and the blob store on tmpfs when there is one.
 func propsBackend(t testing.TB) domaintest.Backend {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "items.db"), bolt.Options{NoSync: true})
+	store, err := pebble.Open(filepath.Join(t.TempDir(), "items"), pebble.Options{NoSync: true})
 	if err != nil {
-		t.Fatalf("bolt.Open: %v", err)
+		t.Fatalf("pebble.Open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := store.Close(); err != nil {

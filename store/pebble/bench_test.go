@@ -1,4 +1,4 @@
-package bolt_test
+package pebble_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/store/bolt"
+	"github.com/waypost/waypost/store/pebble"
 )
 
 // BenchmarkCommit measures committed transactions per second with fsync on, each transaction allocating one
@@ -19,12 +19,12 @@ import (
 // It reports tx/s and the p50/p99 commit latency.
 func BenchmarkCommit(b *testing.B) {
 	for _, g := range []int{1, 8, 32, 128} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchCommit(b, g, bolt.Options{}) })
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchCommit(b, g, pebble.Options{}) })
 	}
 }
 
-func benchCommit(b *testing.B, goroutines int, opts bolt.Options) {
-	s, err := bolt.Open(filepath.Join(b.TempDir(), "bench.db"), opts)
+func benchCommit(b *testing.B, goroutines int, opts pebble.Options) {
+	s, err := pebble.Open(filepath.Join(b.TempDir(), "items"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

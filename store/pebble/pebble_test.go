@@ -1,4 +1,4 @@
-package bolt_test
+package pebble_test
 
 import (
 	"bytes"
@@ -10,19 +10,19 @@ import (
 	"testing"
 	"time"
 
-	bbolt "go.etcd.io/bbolt"
+	pdb "github.com/cockroachdb/pebble/v2"
 	"go.uber.org/goleak"
 
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/store/bolt"
+	"github.com/waypost/waypost/store/pebble"
 	"github.com/waypost/waypost/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func openStore(t testing.TB, path string, opts bolt.Options) *bolt.Store {
+func openStore(t testing.TB, path string, opts pebble.Options) *pebble.Store {
 	t.Helper()
-	s, err := bolt.Open(path, opts)
+	s, err := pebble.Open(path, opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -33,13 +33,13 @@ func openStore(t testing.TB, path string, opts bolt.Options) *bolt.Store {
 // TestContract runs the suite with fsync on, as in production.
 func TestContract(t *testing.T) {
 	storetest.RunItemStore(t, func(t *testing.T) port.ItemStore {
-		return openStore(t, filepath.Join(t.TempDir(), "items.db"), bolt.Options{})
+		return openStore(t, filepath.Join(t.TempDir(), "items"), pebble.Options{})
 	})
 }
 
 func TestReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "items.db")
-	s, err := bolt.Open(path, bolt.Options{})
+	path := filepath.Join(t.TempDir(), "items")
+	s, err := pebble.Open(path, pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openStore(t, path, bolt.Options{})
+	s = openStore(t, path, pebble.Options{})
 	got, ok, err := s.Get(context.Background(), it.Key)
 	if err != nil || !ok || got.Attr("v") != "1" || !bytes.Equal(got.Data, it.Data) {
 		t.Fatalf("after reopen: %+v, %v, %v", got, ok, err)
@@ -67,7 +67,7 @@ func TestReopen(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "items.db"), bolt.Options{NoSync: true})
+	s, err := pebble.Open(filepath.Join(t.TempDir(), "items"), pebble.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,27 +75,27 @@ func TestClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := port.Key{PK: "p", SK: "a"}
-	if _, _, err := s.Get(context.Background(), k); !errors.Is(err, bolt.ErrClosed) {
+	if _, _, err := s.Get(context.Background(), k); !errors.Is(err, pebble.ErrClosed) {
 		t.Fatalf("get: %v", err)
 	}
-	if _, err := s.Query(context.Background(), port.Query{PK: "p"}); !errors.Is(err, bolt.ErrClosed) {
+	if _, err := s.Query(context.Background(), port.Query{PK: "p"}); !errors.Is(err, pebble.ErrClosed) {
 		t.Fatalf("query: %v", err)
 	}
 	if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
 		return []port.Op{port.Put(port.Item{Key: k}, port.Cond{})}, nil
-	}}); !errors.Is(err, bolt.ErrClosed) {
+	}}); !errors.Is(err, pebble.ErrClosed) {
 		t.Fatalf("commit: %v", err)
 	}
 }
 
 func TestLockTimeout(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "items.db")
-	openStore(t, path, bolt.Options{NoSync: true})
+	path := filepath.Join(t.TempDir(), "items")
+	openStore(t, path, pebble.Options{NoSync: true})
 	start := time.Now()
-	s, err := bolt.Open(path, bolt.Options{NoSync: true, LockTimeout: 100 * time.Millisecond})
+	s, err := pebble.Open(path, pebble.Options{NoSync: true, LockTimeout: 100 * time.Millisecond})
 	if err == nil {
 		s.Close()
-		t.Fatal("second open of a locked file succeeded")
+		t.Fatal("second open of a locked store succeeded")
 	}
 	if !errors.Is(err, port.ErrUnavailable) {
 		t.Fatalf("second open: %v, want ErrUnavailable", err)
@@ -106,14 +106,14 @@ func TestLockTimeout(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []bolt.Options{{MaxBatchSize: -1}, {LockTimeout: -1}} {
-		if s, err := bolt.Open(filepath.Join(t.TempDir(), "db"), o); err == nil {
+	for _, o := range []pebble.Options{{MaxBatchSize: -1}, {LockTimeout: -1}} {
+		if s, err := pebble.Open(filepath.Join(t.TempDir(), "db"), o); err == nil {
 			s.Close()
 			t.Errorf("%+v accepted", o)
 		}
 	}
 	// A batch of one and no delay still commits.
-	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{MaxBatchSize: 1})
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), pebble.Options{MaxBatchSize: 1})
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -132,32 +132,51 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// TestUnknownLayout: a directory whose store records another layout, or holds items without a layout
+// record, is refused with ErrFormat and left as it was.
 func TestUnknownLayout(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db")
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bbolt.Tx) error {
-		b, err := tx.CreateBucket([]byte("meta"))
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte("format"), []byte("something-else"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if s, err := bolt.Open(path, bolt.Options{}); err == nil {
-		s.Close()
-		t.Fatal("opened a file of an unknown layout")
+	for name, kvs := range map[string][][2]string{
+		"other format":   {{"\x00format", "something-else"}},
+		"no format":      {{"\x01pk", "\x01\x00"}},
+		"older pebble-0": {{"\x00format", "waypost-items-pebble-0"}, {"\x01pk", "\x01\x00"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "items")
+			db, err := pdb.Open(dir, &pdb.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range kvs {
+				if err := db.Set([]byte(kv[0]), []byte(kv[1]), pdb.Sync); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := pebble.Open(dir, pebble.Options{})
+			if err == nil {
+				s.Close()
+				t.Fatal("opened a store of an unknown layout")
+			}
+			if !errors.Is(err, pebble.ErrFormat) {
+				t.Fatalf("open: %v, want ErrFormat", err)
+			}
+			// The refusal wrote nothing: a second attempt is refused the same way.
+			if s, err := pebble.Open(dir, pebble.Options{}); !errors.Is(err, pebble.ErrFormat) {
+				if s != nil {
+					s.Close()
+				}
+				t.Fatalf("second open: %v", err)
+			}
+		})
 	}
 }
 
 // TestBatchIsolation commits, in one batch, transactions that succeed, fail a condition, fail in Build and
 // panic in Build: each gets its own outcome and only the successful ones are written.
 func TestBatchIsolation(t *testing.T) {
-	s := openStore(t, filepath.Join(t.TempDir(), "db"), bolt.Options{})
+	s := openStore(t, filepath.Join(t.TempDir(), "db"), pebble.Options{})
 	ctx := context.Background()
 	if _, err := s.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
 		return []port.Op{port.Put(port.Item{Key: port.Key{PK: "x", SK: "taken"}}, port.Cond{})}, nil

@@ -1,4 +1,4 @@
-package bolt_test
+package pebble_test
 
 import (
 	"bufio"
@@ -14,24 +14,25 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/store/bolt"
+	"github.com/waypost/waypost/store/pebble"
 )
 
-const crashEnv = "WAYPOST_BOLT_CRASH_DB"
+const crashEnv = "WAYPOST_PEBBLE_CRASH_DIR"
 
-// TestCrashChild is the child of TestKilledMidLoad: it commits from 8 goroutines until killed and prints
-// "ack <first> <tag>" after each acknowledged commit.
+// TestCrashChild is the child of TestKilledMidLoad: it commits (2 KB feed items) from 8 goroutines until
+// killed and prints "ack <first> <tag>" after each acknowledged commit.
 func TestCrashChild(t *testing.T) {
 	path := os.Getenv(crashEnv)
 	if path == "" {
 		t.Skip("child process of TestKilledMidLoad")
 	}
-	s, err := bolt.Open(path, bolt.Options{})
+	s, err := pebble.Open(path, pebble.Options{})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
 	ctr := port.Key{PK: "sp", SK: "SEQ"}
+	pad := strings.Repeat("p", 2000) // so that the memtable fills and is flushed to tables within a round
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
@@ -43,7 +44,7 @@ func TestCrashChild(t *testing.T) {
 				first, err := s.Commit(context.Background(), port.Tx{Counter: &ctr, Count: 1, Max: 1 << 53,
 					Build: func(first uint64) ([]port.Op, error) {
 						return []port.Op{
-							port.Put(port.Item{Key: port.Key{PK: "feed", SK: fmt.Sprintf("%020d", first)}, Data: []byte(tag)}, port.NotExists()),
+							port.Put(port.Item{Key: port.Key{PK: "feed", SK: fmt.Sprintf("%020d", first)}, Data: []byte(tag + " " + pad)}, port.NotExists()),
 							port.Put(port.Item{Key: port.Key{PK: "rec", SK: tag}, Attrs: map[string]string{"seq": fmt.Sprint(first)}}, port.NotExists()),
 						}, nil
 					}})
@@ -69,7 +70,7 @@ func TestKilledMidLoad(t *testing.T) {
 		t.Skip("spawns a child process")
 	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "items.db")
+	path := filepath.Join(dir, "items")
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+path, fmt.Sprintf("%s_ROUND=r%d", crashEnv, round))
@@ -82,7 +83,7 @@ func TestKilledMidLoad(t *testing.T) {
 		}
 		acked := map[uint64]string{}
 		sc := bufio.NewScanner(out)
-		killAt := 200 + 150*round
+		killAt := []int{200, 2000, 20000}[round] // the last rounds run through memtable flushes
 		deadline := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
@@ -102,7 +103,7 @@ func TestKilledMidLoad(t *testing.T) {
 			t.Fatalf("round %d: child stopped after %d acks", round, len(acked))
 		}
 
-		s, err := bolt.Open(path, bolt.Options{})
+		s, err := pebble.Open(path, pebble.Options{})
 		if err != nil {
 			t.Fatalf("reopen after kill: %v", err)
 		}
@@ -132,7 +133,7 @@ func TestKilledMidLoad(t *testing.T) {
 			if it.SK != fmt.Sprintf("%020d", i+1) {
 				t.Fatalf("round %d: feed not gapless at %d: %s", round, i, it.SK)
 			}
-			tag := string(it.Data)
+			tag, _, _ := strings.Cut(string(it.Data), " ")
 			if tags[tag] {
 				t.Fatalf("round %d: commit %s present twice", round, tag)
 			}
@@ -143,7 +144,7 @@ func TestKilledMidLoad(t *testing.T) {
 			}
 		}
 		for n, tag := range acked {
-			if n > counter || string(feed[n-1].Data) != tag {
+			if n > counter || !strings.HasPrefix(string(feed[n-1].Data), tag+" ") {
 				t.Fatalf("round %d: acknowledged commit %d (%s) lost", round, n, tag)
 			}
 		}

@@ -1,0 +1,213 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+
+	pdb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/kv"
+)
+
+// request is one caller's commit; the committer and the syncer fill in its outcome before closing done.
+type request struct {
+	ctx      context.Context
+	tx       port.Tx
+	first    uint64
+	err      error
+	panicked any // a panic raised by Build, re-raised in the caller's goroutine
+	done     chan struct{}
+}
+
+// group is the commits evaluated together and made durable by one batch.
+type group struct {
+	reqs    []*request
+	writes  map[string]write // the group's writes by encoded key, the last one per key
+	batch   *pdb.Batch       // nil while the group wrote nothing
+	applied atomic.Bool      // set by the syncer once the batch is in the database
+}
+
+// write is one buffered put (val) or delete (del) of an encoded key.
+type write struct {
+	key string
+	val []byte
+	del bool
+}
+
+// commitLoop is the committer: it takes the queued commits as one group, evaluates them and hands the
+// group to the syncer, until the store closes and the queue is empty.
+func (s *Store) commitLoop() {
+	defer close(s.toSync)
+	var inflight []*group // handed to the syncer, not known to be applied yet; oldest first
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closing {
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+		}
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		var reqs []*request
+		if len(s.queue) <= s.max {
+			reqs, s.queue = s.queue, nil
+		} else {
+			reqs = slices.Clone(s.queue[:s.max])
+			s.queue = slices.Delete(s.queue, 0, s.max)
+		}
+		s.mu.Unlock()
+
+		for len(inflight) > 0 && inflight[0].applied.Load() {
+			inflight[0] = nil
+			inflight = inflight[1:]
+		}
+		g := &group{reqs: reqs, writes: make(map[string]write)}
+		for _, r := range reqs {
+			s.evaluate(g, inflight, r)
+		}
+		inflight = append(inflight, g)
+		s.toSync <- g
+	}
+}
+
+// evaluate runs one commit against the indexed view and, when it succeeds, adds its writes to the group.
+func (s *Store) evaluate(g *group, inflight []*group, r *request) {
+	if err := s.failure(); err != nil {
+		r.err = err
+		return
+	}
+	v := &txView{s: s, g: g, inflight: inflight}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.panicked = p
+			}
+		}()
+		r.first, r.err = kv.Commit(r.ctx, v, r.tx, MaxOps)
+	}()
+	if r.err != nil || r.panicked != nil {
+		r.first = 0 // the buffered writes are dropped: nothing of a failed commit is written
+		return
+	}
+	if len(v.writes) == 0 {
+		return
+	}
+	if g.batch == nil {
+		g.batch = s.db.NewBatch()
+	}
+	for _, w := range v.writes {
+		g.writes[w.key] = w
+		var err error
+		if w.del {
+			err = g.batch.Delete([]byte(w.key), nil)
+		} else {
+			err = g.batch.Set([]byte(w.key), w.val, nil)
+		}
+		if err != nil { // a batch only refuses writes beyond its 4 GiB limit
+			r.err = s.fail(err)
+			return
+		}
+	}
+}
+
+// syncLoop is the syncer: it commits each group's batch durably, in order, publishes the new durable view
+// and answers the group's callers.
+func (s *Store) syncLoop() {
+	defer close(s.stopped)
+	for g := range s.toSync {
+		err := s.failure()
+		if err == nil && g.batch != nil {
+			if cerr := g.batch.Commit(s.wopt); cerr != nil {
+				err = s.fail(cerr)
+			} else {
+				s.publishView()
+			}
+		}
+		if g.batch != nil {
+			_ = g.batch.Close()
+		}
+		g.applied.Store(true)
+		for _, r := range g.reqs {
+			if err != nil && r.panicked == nil {
+				// Whatever the commit's own outcome, it was judged on state that is not durable.
+				r.first, r.err = 0, err
+			}
+			close(r.done)
+		}
+	}
+}
+
+// txView is one commit's view for kv.Commit: its own buffered writes, then its group's, then those of the
+// groups still being made durable (newest first), then the database.
+type txView struct {
+	s        *Store
+	g        *group
+	inflight []*group
+	writes   []write
+}
+
+func (v *txView) Get(k port.Key) (port.Item, bool, error) {
+	key := encodeKey(k)
+	for i := len(v.writes) - 1; i >= 0; i-- {
+		if v.writes[i].key == string(key) {
+			return v.pending(k, v.writes[i])
+		}
+	}
+	if w, ok := v.g.writes[string(key)]; ok {
+		return v.pending(k, w)
+	}
+	for i := len(v.inflight) - 1; i >= 0; i-- {
+		if w, ok := v.inflight[i].writes[string(key)]; ok {
+			return v.pending(k, w)
+		}
+	}
+	val, closer, err := v.s.db.Get(key)
+	if errors.Is(err, pdb.ErrNotFound) {
+		return port.Item{}, false, nil
+	}
+	if err != nil {
+		return port.Item{}, false, mapErr(err)
+	}
+	defer closer.Close()
+	it, err := decodeValue(k, val)
+	if err != nil {
+		return port.Item{}, false, err
+	}
+	return it, true, nil
+}
+
+func (v *txView) pending(k port.Key, w write) (port.Item, bool, error) {
+	if w.del {
+		return port.Item{}, false, nil
+	}
+	it, err := decodeValue(k, w.val)
+	if err != nil {
+		return port.Item{}, false, err
+	}
+	return it, true, nil
+}
+
+func (v *txView) Put(it port.Item) error {
+	if v.s.failWrite != nil {
+		if err := v.s.failWrite(it.Key); err != nil {
+			return err
+		}
+	}
+	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: encodeValue(it)})
+	return nil
+}
+
+func (v *txView) Delete(k port.Key) error {
+	if v.s.failWrite != nil {
+		if err := v.s.failWrite(k); err != nil {
+			return err
+		}
+	}
+	v.writes = append(v.writes, write{key: string(encodeKey(k)), del: true})
+	return nil
+}

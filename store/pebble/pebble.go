@@ -1,0 +1,497 @@
+// Package pebble is the embedded port.ItemStore on github.com/cockroachdb/pebble/v2, an LSM engine with a
+// write-ahead log and compressed tables. Transaction semantics come from store/kv, shared with the in-memory
+// store; this package adds the on-disk layout, group commit, durable reads and error mapping.
+//
+// # Layout
+//
+// The store is one pebble directory. Items live under composite keys
+//
+//	uvarint(len(PK)) ‖ PK ‖ SK
+//
+// The length prefix is self-delimiting, so the keys of one partition are exactly those that start with
+// uvarint(len(PK)) ‖ PK, they are contiguous, and pebble's byte-wise order orders them by SK. A partition
+// range read is one iterator bounded by that prefix. Values are encoded as
+//
+//	0x01 ‖ uvarint(#attrs) ‖ { uvarint(len(name)) ‖ name ‖ uvarint(len(value)) ‖ value }* ‖ Data
+//
+// with attributes sorted by name; Data is the rest of the value, so it is binary safe. Keys starting with
+// 0x00 (never an item key, since PK is not empty) hold the store's own records: "\x00format" names the
+// layout and is checked on Open. Tables are compressed (zstd level 1 for data blocks, see Open).
+//
+// # Commit
+//
+// One committer goroutine evaluates transactions and one syncer goroutine makes them durable:
+//
+//   - Commit queues the transaction and waits. The committer takes everything queued (at most
+//     Options.MaxBatchSize transactions) as one group and runs each transaction through kv.Commit against an
+//     indexed view: the transaction's own writes, then the writes of its group and of the groups handed to
+//     the syncer but not yet applied, then the database. A transaction's writes are buffered and join the
+//     group's batch only when it succeeds, so one that fails (condition, counter exhausted, invalid, Build
+//     error or panic) writes nothing and never affects the others.
+//   - The syncer commits each group's batch with one fsync of the write-ahead log (pebble.Sync), in order,
+//     then answers the group's callers. While it syncs, the committer evaluates the next group, so under load
+//     a group holds every commit that arrived during the previous sync: one fsync per group, without a timer.
+//
+// Every caller, whatever its outcome, is answered only after its group and every group before it is
+// durable, so no answer rests on state a crash could still lose. A failed WAL write or fsync fails the store
+// for good: that group and every later commit fail wrapping port.ErrUnavailable (restarting recovers from
+// the log). fsync is on unless Options.NoSync is set (tests only).
+//
+// # Reads
+//
+// Get and Query read a pebble snapshot taken after the last durable group, never data still waiting for its
+// fsync: a reader never sees a write that a crash could take back, and a caller sees its own acknowledged
+// commits.
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	pdb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/kv"
+)
+
+// MaxOps is the largest number of actions (counter included) in one transaction. It is larger than
+// DynamoDB's 100; the domain must not rely on more than that.
+const MaxOps = 1000
+
+// Format names the store's layout, recorded in the store and checked on Open.
+const Format = "waypost-items-pebble-1"
+
+// Defaults for Options.
+const (
+	// DefaultMaxBatchSize is the default Options.MaxBatchSize.
+	DefaultMaxBatchSize = 1000
+	// DefaultLockTimeout is the default Options.LockTimeout.
+	DefaultLockTimeout = 5 * time.Second
+)
+
+// Engine settings. The memtable (and so each write-ahead log file) is kept small enough that the log does not
+// dominate a small data directory, and large enough that flushes stay rare. Pebble charges its memtables (the
+// live one and one being flushed) to the block cache, so the cache is that much larger than the blocks it
+// is meant to hold.
+const (
+	memTableSize = 16 << 20
+	cacheSize    = 2*memTableSize + 64<<20
+)
+
+// ErrClosed reports use of a closed store.
+var ErrClosed = errors.New("store closed")
+
+// ErrFormat reports a directory holding a store of another layout.
+var ErrFormat = errors.New("unknown store format")
+
+// Options configure Open. The zero value is the production setting: fsync on, default batching.
+type Options struct {
+	// NoSync skips fsync on commit. Only for tests that explicitly opt out of durability.
+	NoSync bool
+	// MaxBatchSize is the most commits grouped into one durable write (0: DefaultMaxBatchSize).
+	MaxBatchSize int
+	// LockTimeout is how long Open waits for the directory lock held by another process or Store
+	// (0: DefaultLockTimeout).
+	LockTimeout time.Duration
+	// Logger receives the engine's own messages: errors, and at debug level its flushes and compactions
+	// (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Store is the embedded port.ItemStore. It is safe for concurrent use.
+type Store struct {
+	db   *pdb.DB
+	lock *pdb.Lock
+	wopt *pdb.WriteOptions
+	max  int
+	log  *slog.Logger
+
+	mu      sync.Mutex // guards queue and closing
+	queue   []*request
+	closing bool
+	wake    chan struct{} // capacity 1: the committer has work or must stop
+
+	toSync  chan *group   // committer → syncer, in commit order
+	stopped chan struct{} // closed when the syncer has answered the last group
+
+	viewMu     sync.Mutex // guards view and viewClosed
+	view       *snapView  // the snapshot after the last durable group
+	viewClosed bool
+	snaps      sync.WaitGroup // open snapshots
+
+	failed atomic.Pointer[error] // the first storage failure; every later commit fails with it
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// failWrite, set only by this package's tests before use, makes item writes fail.
+	failWrite func(port.Key) error
+}
+
+var _ port.ItemStore = (*Store)(nil)
+
+// Open opens or creates the store in directory dir (mode 0700).
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.MaxBatchSize < 0 || opts.LockTimeout < 0 {
+		return nil, fmt.Errorf("pebble: open %s: negative option", dir)
+	}
+	if opts.MaxBatchSize == 0 {
+		opts.MaxBatchSize = DefaultMaxBatchSize
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, mapErr(err))
+	}
+	lock, err := lockDir(dir, opts.LockTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
+	}
+	po := &pdb.Options{
+		FormatMajorVersion: pdb.FormatNewest,
+		MemTableSize:       memTableSize,
+		CacheSize:          cacheSize,
+		Lock:               lock,
+		Logger:             engineLogger{opts.Logger},
+	}
+	// Bloom filters on every level: most point reads of a commit ask for keys that do not exist yet (the
+	// NotExists conditions of new records), and a filter answers them without reading a data block.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	// Fast compression where tables are rewritten soon, zstd level 1 in the bottom levels where almost all
+	// data ends up: JSON records shrink to about a third, at a CPU cost paid by compactions, not commits.
+	po.ApplyCompressionSettings(func() pdb.DBCompressionSettings { return pdb.DBCompressionBalanced })
+	db, err := pdb.Open(dir, po)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, mapErr(err))
+	}
+	if err := checkFormat(db); err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
+	}
+	s := &Store{
+		db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger,
+		wake: make(chan struct{}, 1), toSync: make(chan *group), stopped: make(chan struct{}),
+	}
+	if opts.NoSync {
+		s.wopt = pdb.NoSync
+	}
+	s.snaps.Add(1)
+	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
+	go s.commitLoop()
+	go s.syncLoop()
+	return s, nil
+}
+
+// lockDir takes the directory lock, retrying while another process or Store holds it, up to timeout.
+func lockDir(dir string, timeout time.Duration) (*pdb.Lock, error) {
+	deadline := time.Now().Add(timeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		lock, err := pdb.LockDirectory(dir, vfs.Default)
+		if err == nil {
+			return lock, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: directory locked by another process or store (waited %v): %w",
+				port.ErrUnavailable, timeout, err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// checkFormat checks the store's layout record, writing it into a store that holds nothing yet.
+func checkFormat(db *pdb.DB) error {
+	v, closer, err := db.Get(metaFormat)
+	switch {
+	case err == nil:
+		defer closer.Close()
+		if string(v) != Format {
+			return fmt.Errorf("%w %q (this build reads %q)", ErrFormat, v, Format)
+		}
+		return nil
+	case !errors.Is(err, pdb.ErrNotFound):
+		return mapErr(err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return mapErr(err)
+	}
+	nonEmpty := it.First()
+	if err := it.Close(); err != nil {
+		return mapErr(err)
+	}
+	if nonEmpty {
+		return fmt.Errorf("%w: items without a format record", ErrFormat)
+	}
+	return mapErr(db.Set(metaFormat, []byte(Format), pdb.Sync))
+}
+
+// Close stops accepting commits, waits for the queued ones to be answered and for running reads, and closes
+// the database. Later calls return nil; other operations on a closed store fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		s.signal()
+		<-s.stopped
+		s.viewMu.Lock()
+		s.viewClosed = true
+		cur := s.view
+		s.view = nil
+		s.viewMu.Unlock()
+		s.release(cur)
+		s.snaps.Wait()
+		err := s.db.Close()
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+		if err != nil {
+			s.closeErr = fmt.Errorf("pebble: close: %w", mapErr(err))
+		}
+	})
+	return s.closeErr
+}
+
+// MaxOps returns MaxOps.
+func (s *Store) MaxOps() int { return MaxOps }
+
+// Get reads one item as of the last durable commit.
+func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return port.Item{}, false, fmt.Errorf("pebble: get: %w", err)
+	}
+	if err := kv.ValidateKey(key); err != nil {
+		return port.Item{}, false, fmt.Errorf("pebble: get: %w", err)
+	}
+	v, err := s.acquire()
+	if err != nil {
+		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, err)
+	}
+	defer s.release(v)
+	it, found, err := get(v.snap, key)
+	if err != nil {
+		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, err)
+	}
+	return it, found, nil
+}
+
+// Query reads one partition within q's bounds in ascending sort-key order, as of the last durable commit.
+func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pebble: query: %w", err)
+	}
+	v, err := s.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("pebble: query: %w", err)
+	}
+	defer s.release(v)
+	items, err := kv.Query(ctx, ranger{v.snap}, q)
+	if err != nil {
+		return nil, fmt.Errorf("pebble: %w", err)
+	}
+	return items, nil
+}
+
+// Commit applies tx all or nothing and returns once it is durable (see the package documentation).
+func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("pebble: commit: %w", err)
+	}
+	r := &request{ctx: ctx, tx: tx, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("pebble: commit: %w", ErrClosed)
+	}
+	s.queue = append(s.queue, r)
+	s.mu.Unlock()
+	s.signal()
+	<-r.done
+	switch {
+	case r.panicked != nil:
+		panic(r.panicked)
+	case r.err == nil:
+		return r.first, nil
+	}
+	if _, ok := port.FailedOp(r.err); ok {
+		return 0, r.err
+	}
+	return 0, fmt.Errorf("pebble: commit: %w", r.err)
+}
+
+// signal wakes the committer.
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failure returns the store's storage failure, nil while there is none.
+func (s *Store) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records the first storage failure and returns the failure in force.
+func (s *Store) fail(err error) error {
+	err = fmt.Errorf("%w: durable write failed, the store accepts no more commits until restarted: %w",
+		port.ErrUnavailable, err)
+	if s.failed.CompareAndSwap(nil, &err) {
+		s.log.Error("item store: durable write failed; restart the server", "err", err)
+	}
+	return s.failure()
+}
+
+// mapErr classifies pebble and file-system errors: transient storage failures wrap port.ErrUnavailable, a
+// closed database wraps ErrClosed, anything else is returned as is.
+func mapErr(err error) error {
+	var (
+		errno syscall.Errno
+		perr  *fs.PathError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pdb.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, port.ErrUnavailable), errors.Is(err, ErrClosed):
+		return err
+	case errors.As(err, &errno), errors.As(err, &perr):
+		return fmt.Errorf("%w: %w", port.ErrUnavailable, err)
+	}
+	return err
+}
+
+// snapView is a snapshot shared by readers; it is closed when the last of them and the store let go.
+type snapView struct {
+	snap *pdb.Snapshot
+	refs int // guarded by Store.viewMu
+}
+
+// acquire returns the current durable view, referenced until release.
+func (s *Store) acquire() (*snapView, error) {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if s.viewClosed {
+		return nil, ErrClosed
+	}
+	s.view.refs++
+	return s.view, nil
+}
+
+func (s *Store) release(v *snapView) {
+	s.viewMu.Lock()
+	v.refs--
+	last := v.refs == 0
+	s.viewMu.Unlock()
+	if last {
+		_ = v.snap.Close()
+		s.snaps.Done()
+	}
+}
+
+// publishView makes a snapshot of the database as it is now the view of later reads.
+func (s *Store) publishView() {
+	s.snaps.Add(1)
+	next := &snapView{snap: s.db.NewSnapshot(), refs: 1}
+	s.viewMu.Lock()
+	old := s.view
+	s.view = next
+	s.viewMu.Unlock()
+	s.release(old)
+}
+
+// getter is what point reads go through: the database or a snapshot of it.
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+// get reads and decodes one item through r.
+func get(r getter, key port.Key) (port.Item, bool, error) {
+	val, closer, err := r.Get(encodeKey(key))
+	if errors.Is(err, pdb.ErrNotFound) {
+		return port.Item{}, false, nil
+	}
+	if err != nil {
+		return port.Item{}, false, mapErr(err)
+	}
+	defer closer.Close()
+	it, err := decodeValue(key, val)
+	if err != nil {
+		return port.Item{}, false, err
+	}
+	return it, true, nil
+}
+
+// ranger adapts a snapshot to kv.Ranger.
+type ranger struct{ snap *pdb.Snapshot }
+
+func (r ranger) Scan(pk, after string, fn func(port.Item) bool) error {
+	prefix := partitionPrefix(pk)
+	lower := prefix
+	if after != "" {
+		lower = append(append(slices.Clip(prefix), after...), 0) // the first key after prefix ‖ after
+	}
+	iter, err := r.snap.NewIter(&pdb.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return mapErr(err)
+	}
+	for ok := iter.First(); ok && bytes.HasPrefix(iter.Key(), prefix); ok = iter.Next() {
+		val, err := iter.ValueAndErr()
+		if err != nil {
+			_ = iter.Close()
+			return mapErr(err)
+		}
+		it, err := decodeValue(port.Key{PK: pk, SK: string(iter.Key()[len(prefix):])}, val)
+		if err != nil {
+			_ = iter.Close()
+			return err
+		}
+		if !fn(it) {
+			break
+		}
+	}
+	return mapErr(iter.Close())
+}
+
+// engineLogger passes pebble's messages to slog: informational ones at debug level.
+type engineLogger struct{ log *slog.Logger }
+
+func (l engineLogger) Infof(format string, args ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("item store: " + fmt.Sprintf(format, args...))
+	}
+}
+
+func (l engineLogger) Errorf(format string, args ...any) {
+	l.log.Error("item store: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf logs and panics: pebble calls it when it cannot go on safely.
+func (l engineLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.log.Error("item store: fatal: " + msg)
+	panic("pebble: " + msg)
+}
