@@ -9,10 +9,11 @@ import (
 )
 
 // TestBenchCommand runs `waypost bench` briefly against a real server: it must set up its own space through
-// the control plane, commit sends, read pages, and report no errors. (It checks the report, not timings.)
+// the control plane, commit sends, read pages, read and acknowledge pages, and report no errors. (It checks
+// the report, not timings.)
 func TestBenchCommand(t *testing.T) {
 	s := startServer(t)
-	cmd := exec.Command(binPath, "bench", "--url", s.base, "--clients", "4", "--duration", "1s", "--read-duration", "1s", "--read-page", "10")
+	cmd := exec.Command(binPath, "bench", "--url", s.base, "--clients", "4", "--duration", "1s", "--read-duration", "1s", "--ack-duration", "2s", "--ack-clients", "2", "--read-page", "10")
 	cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET="+adminSecret)
 	out, err := cmd.Output()
 	if err != nil {
@@ -20,7 +21,9 @@ func TestBenchCommand(t *testing.T) {
 	}
 	for _, re := range []string{
 		`message\.send: [1-9][0-9]* committed in [0-9.]+s = [0-9.]+ sends/s; latency p50 [0-9.]+ms p90 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
-		`inbox\.read\(limit 10\): [1-9][0-9]* pages \((10\.0|[0-9]\.[0-9]) items/page\) in [0-9.]+s = [0-9.]+ pages/s; latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+		`inbox\.read\(limit 10\): [1-9][0-9]* pages \((10\.0|[0-9]\.[0-9]) items/page\) in [0-9.]+s = [0-9.]+ pages/s \([0-9.]+ items/s\); latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+		`by 2 consumers for 2s`,
+		`inbox read\+ack\(limit 10\): [1-9][0-9]* items acknowledged in [1-9][0-9]* pages in [0-9.]+s = [0-9.]+ items/s; read\+ack latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
 	} {
 		if !regexp.MustCompile(re).Match(out) {
 			t.Errorf("the report lacks /%s/:\n%s", re, out)

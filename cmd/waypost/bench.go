@@ -30,8 +30,10 @@ type benchOptions struct {
 	url          string
 	adminSecret  string
 	clients      int
+	ackClients   int
 	duration     time.Duration
 	readDuration time.Duration
+	ackDuration  time.Duration
 	readPage     int
 	maxSends     int64
 	bodyBytes    int
@@ -49,21 +51,26 @@ func newBenchCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure a running server over HTTP: committed message.send/s, latency, inbox.read pages/s",
+		Short: "Measure a running server over HTTP: committed message.send/s, latency, inbox.read and read+ack rates",
 		Long: `Measure a running Waypost server over its HTTP API, as clients see it.
 
-bench creates its own space through the control plane (one sender actor and token per client, and an inbox
-consumer of the space's default recipient; the space's per-credential rate limits lifted to their maximum),
-then runs two timed phases:
+bench creates its own space through the control plane (one sender actor and token per client, and inbox
+consumers of the space's default recipient; the space's per-credential rate limits lifted to their maximum),
+then runs three timed phases:
 
   1. message.send from --clients concurrent clients for --duration (each with unique request IDs),
-  2. inbox.read of --read-page items per page from --clients concurrent readers for --read-duration.
+  2. inbox.read of --read-page items per page from --clients concurrent readers for --read-duration,
+  3. inbox read+ack for --ack-duration: each of --ack-clients consumers (one per client) reads a page of
+     --read-page items from its checkpoint and acknowledges it with inbox.ack (stage received for every item,
+     and the page's next_cursor as checkpoint_cursor) before reading the next page, as a durable consumer
+     does. It ends early when every consumer has acknowledged the whole inbox.
 
 It prints progress every second, then committed sends/s with p50/p90/p99/max latency, error counts by code,
-and read pages/s with p50/p99. Only the server at --url is contacted; it must be on a loopback address
+read pages/s with p50/p99, and acknowledged items/s with the latency of one read+ack cycle. Only the server at --url is contacted; it must be on a loopback address
 unless --allow-remote is given. Every run is bounded by its durations and by --max-sends.`,
 		Example: `  waypost serve --data /tmp/wp &
-  WAYPOST_ADMIN_SECRET=$(cat /tmp/wp/admin-secret) waypost bench --clients 32 --duration 10s`,
+  WAYPOST_ADMIN_SECRET=$(cat /tmp/wp/admin-secret) waypost bench --clients 32 --duration 10s
+  waypost bench --clients 32 --body-bytes 600 --read-duration 0 --ack-clients 1 --ack-duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
@@ -87,6 +94,8 @@ unless --allow-remote is given. Every run is bounded by its durations and by --m
 	f.IntVar(&o.clients, "clients", 32, "concurrent clients in each phase")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "length of the message.send phase")
 	f.DurationVar(&o.readDuration, "read-duration", 5*time.Second, "length of the inbox.read phase (0 skips it)")
+	f.DurationVar(&o.ackDuration, "ack-duration", 5*time.Second, "length of the inbox read+ack phase (0 skips it)")
+	f.IntVar(&o.ackClients, "ack-clients", 0, "concurrent consumers in the read+ack phase (0: --clients)")
 	f.IntVar(&o.readPage, "read-page", 50, "items per inbox.read page")
 	f.Int64Var(&o.maxSends, "max-sends", 1_000_000, "stop the send phase after this many sends")
 	f.IntVar(&o.bodyBytes, "body-bytes", 256, "size of each message's body.text")
@@ -100,16 +109,23 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: the admin secret is required (--admin-secret or WAYPOST_ADMIN_SECRET)")
 	case o.clients < 1 || o.clients > benchMaxClients:
 		return fmt.Errorf("bench: --clients must be 1 to %d", benchMaxClients)
+	case o.ackClients < 0 || o.ackClients > benchMaxClients:
+		return fmt.Errorf("bench: --ack-clients must be 0 to %d", benchMaxClients)
 	case o.duration <= 0 || o.duration > benchMaxDuration:
 		return fmt.Errorf("bench: --duration must be more than 0 and at most %v", benchMaxDuration)
 	case o.readDuration < 0 || o.readDuration > benchMaxDuration:
 		return fmt.Errorf("bench: --read-duration must be 0 to %v", benchMaxDuration)
+	case o.ackDuration < 0 || o.ackDuration > benchMaxDuration:
+		return fmt.Errorf("bench: --ack-duration must be 0 to %v", benchMaxDuration)
 	case o.readPage < 1 || o.readPage > 200:
 		return errors.New("bench: --read-page must be 1 to 200 (inbox_page_max)")
 	case o.maxSends < 1 || o.maxSends > benchMaxSends:
 		return fmt.Errorf("bench: --max-sends must be 1 to %d", benchMaxSends)
 	case o.bodyBytes < 0 || o.bodyBytes > 49152:
 		return errors.New("bench: --body-bytes must be 0 to 49152 (max_body_text_bytes)")
+	}
+	if o.ackClients == 0 {
+		o.ackClients = o.clients
 	}
 	u, err := url.Parse(o.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
@@ -224,6 +240,12 @@ type benchSetup struct {
 	senderTokens   []string
 	readerToken    string
 	readerConsumer string
+	ackers         []benchConsumer // one per client when the read+ack phase runs
+}
+
+// benchConsumer is an inbox consumer with a token that may read and acknowledge.
+type benchConsumer struct {
+	id, token string
 }
 
 func setupBench(ctx context.Context, c *benchClient, o benchOptions) (benchSetup, error) {
@@ -274,6 +296,15 @@ func setupBench(ctx context.Context, c *benchClient, o benchOptions) (benchSetup
 		return s, err
 	}
 	s.readerToken, s.readerConsumer = tok.Token, con.ConsumerID
+	for i := 0; o.ackDuration > 0 && i < o.ackClients; i++ {
+		if err := c.call(ctx, "POST", sp+"/consumers", adm, map[string]any{"request_id": rid(), "actor_id": space.DefaultRecipientID, "view": "inbox"}, &con); err != nil {
+			return s, err
+		}
+		if err := c.call(ctx, "POST", sp+"/tokens", adm, map[string]any{"request_id": rid(), "actor_id": space.DefaultRecipientID, "consumer_id": con.ConsumerID, "scopes": []string{"message.read", "receipt.write"}}, &tok); err != nil {
+			return s, err
+		}
+		s.ackers = append(s.ackers, benchConsumer{id: con.ConsumerID, token: tok.Token})
+	}
 	return s, nil
 }
 
@@ -365,8 +396,8 @@ func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) e
 		},
 	}}
 	defer c.http.CloseIdleConnections()
-	fmt.Fprintf(out, "waypost bench against %s: %d clients; message.send for %v (at most %d), then inbox.read of %d-item pages for %v\n",
-		o.url, o.clients, o.duration, o.maxSends, o.readPage, o.readDuration)
+	fmt.Fprintf(out, "waypost bench against %s: %d clients; message.send for %v (at most %d), then inbox.read of %d-item pages for %v, then inbox read+ack by %d consumers for %v\n",
+		o.url, o.clients, o.duration, o.maxSends, o.readPage, o.readDuration, o.ackClients, o.ackDuration)
 	setup, err := setupBench(ctx, c, o)
 	if err != nil {
 		return fmt.Errorf("bench: setting up a space: %w", err)
@@ -389,9 +420,19 @@ func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) e
 		if pages > 0 {
 			perPage = float64(reads.items.Load()) / float64(pages)
 		}
-		fmt.Fprintf(out, "inbox.read(limit %d): %d pages (%.1f items/page) in %.2fs = %.1f pages/s; latency p50 %s p99 %s max %s; errors: %s\n",
+		fmt.Fprintf(out, "inbox.read(limit %d): %d pages (%.1f items/page) in %.2fs = %.1f pages/s (%.1f items/s); latency p50 %s p99 %s max %s; errors: %s\n",
 			o.readPage, pages, perPage, readElapsed.Seconds(), float64(pages)/readElapsed.Seconds(),
+			float64(reads.items.Load())/readElapsed.Seconds(),
 			ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99)), ms(percentile(sorted, 1)), reads.errorSummary())
+	}
+
+	if o.ackDuration > 0 && ctx.Err() == nil {
+		acks, ackElapsed := benchAcks(ctx, c, progressOut, o, setup)
+		sorted := slices.Clone(acks.latencies)
+		slices.Sort(sorted)
+		fmt.Fprintf(out, "inbox read+ack(limit %d): %d items acknowledged in %d pages in %.2fs = %.1f items/s; read+ack latency p50 %s p99 %s max %s; errors: %s\n",
+			o.readPage, acks.items.Load(), acks.done.Load(), ackElapsed.Seconds(), float64(acks.items.Load())/ackElapsed.Seconds(),
+			ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99)), ms(percentile(sorted, 1)), acks.errorSummary())
 	}
 	return ctx.Err()
 }
@@ -479,6 +520,70 @@ func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 					if !page.HasMore {
 						cursor = nil // start over from the beginning of the feed
 					}
+				}
+			}
+			st.add(lat, errs)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	return st, elapsed
+}
+
+// benchAcks runs the read+ack phase: each client's consumer reads a page from its checkpoint and acknowledges
+// every item of it (stage received) with the page's next_cursor as its checkpoint, until its inbox is
+// drained or the phase ends. done counts acknowledged pages, items acknowledged items; a latency is one
+// read+ack cycle.
+func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
+	st := newPhaseStats()
+	pctx, cancel := context.WithTimeout(ctx, o.ackDuration)
+	defer cancel()
+	start := time.Now()
+	stop := make(chan struct{})
+	go progress(progressOut, "inbox read+ack", st, start, stop)
+	var wg sync.WaitGroup
+	for i, con := range setup.ackers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := map[string]int64{}
+			var cursor *string
+			for n := 0; pctx.Err() == nil && n < benchMaxSends; n++ {
+				t0 := time.Now()
+				var page struct {
+					Items []struct {
+						ItemID string `json:"item_id"`
+					} `json:"items"`
+					NextCursor string `json:"next_cursor"`
+					HasMore    bool   `json:"has_more"`
+				}
+				err := c.call(pctx, "POST", "/v0/inbox/read", con.token,
+					map[string]any{"consumer_id": con.id, "cursor": cursor, "limit": o.readPage}, &page)
+				if err == nil && len(page.Items) > 0 {
+					entries := make([]map[string]string, len(page.Items))
+					for k, it := range page.Items {
+						entries[k] = map[string]string{"item_id": it.ItemID, "stage": "received"}
+					}
+					err = c.call(pctx, "POST", "/v0/inbox/ack", con.token, map[string]any{
+						"request_id": fmt.Sprintf("bench-%s-ack%d-%d", setup.run, i, n), "consumer_id": con.id,
+						"items": entries, "checkpoint_cursor": page.NextCursor}, nil)
+				}
+				d := time.Since(t0)
+				switch {
+				case err != nil && pctx.Err() != nil:
+				case err != nil:
+					errs[errorCode(err)]++
+				case len(page.Items) == 0:
+				default:
+					lat = append(lat, d)
+					st.done.Add(1)
+					st.items.Add(int64(len(page.Items)))
+					cursor = &page.NextCursor
+				}
+				if err == nil && !page.HasMore {
+					break // the whole inbox is acknowledged
 				}
 			}
 			st.add(lat, errs)
