@@ -21,7 +21,8 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the embedded Waypost server (one process, data on local disk)",
 		Long: `Run the embedded Waypost server: the HTTP data plane under /v0 and the control plane under
-/admin/v0, with all data (database, message bodies, secrets) in one directory.
+/admin/v0, with all data (database, message bodies, secrets) in one directory. The directory records
+its format in a FORMAT file; a directory of another format is refused at start (there is no migration).
 
 The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
 <data>/admin-secret (mode 0600) on first start and its path is printed. It must carry at least 32
