@@ -117,6 +117,9 @@ func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
 	if !ValidID(spaceID) {
 		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
+	if sp, ok := s.auth.space(spaceID); ok {
+		return sp, nil // a space record never changes once created
+	}
 	sp, _, found, err := getRecord[Space](ctx, s.store, keySpace(spaceID))
 	if err != nil {
 		return Space{}, err
@@ -124,6 +127,7 @@ func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
 	if !found {
 		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
+	s.auth.putSpace(sp)
 	return sp, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -84,12 +85,28 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 	return s.authenticateDigest(ctx, tokenDigest(token))
 }
 
+// authenticateDigest authenticates the token with the given digest. A token authenticated before (see
+// authCache) costs one read: the actor's current authorization generation, which every revocation and
+// grant change increments; when it moved, everything is read afresh.
 func (s *Service) authenticateDigest(ctx context.Context, digest string) (*Principal, error) {
+	if e := s.auth.token(digest); e != nil {
+		it, found, err := s.store.Get(ctx, keyActor(e.tok.SpaceID, e.tok.ActorID))
+		if err != nil {
+			return nil, fmt.Errorf("reading the actor of a token: %w", err)
+		}
+		if found && genOf(it) == e.gen {
+			if s.expired(e.tok) {
+				return nil, errUnauthenticated
+			}
+			return newPrincipal(e.tok, e.grants, e.gen, digest), nil
+		}
+		s.auth.dropToken(digest)
+	}
 	tok, _, found, err := getRecord[Token](ctx, s.store, keyTokenByDigest(digest))
 	if err != nil {
 		return nil, err
 	}
-	if !found || tok.Revoked || (tok.ExpiresAt != nil && !s.clock.Now().Before(*tok.ExpiresAt)) {
+	if !found || tok.Revoked || s.expired(tok) {
 		return nil, errUnauthenticated
 	}
 	actor, actorItem, found, err := getRecord[Actor](ctx, s.store, keyActor(tok.SpaceID, tok.ActorID))
@@ -99,14 +116,30 @@ func (s *Service) authenticateDigest(ctx context.Context, digest string) (*Princ
 	if !found || actor.Revoked {
 		return nil, errUnauthenticated
 	}
+	gen := genOf(actorItem)
 	grants, err := s.activeGrants(ctx, tok.SpaceID, tok.ActorID)
 	if err != nil {
 		return nil, err
 	}
+	// Remember the result only as of generation gen: the grants were read after the actor, and the token is
+	// read again here, so a revocation committed between the first token read and the actor read (it
+	// incremented gen) is not remembered as valid.
+	if again, _, found, err := getRecord[Token](ctx, s.store, keyTokenByDigest(digest)); err == nil && found &&
+		!again.Revoked && again.TokenID == tok.TokenID {
+		s.auth.putToken(digest, &authEntry{tok: again, grants: grants, gen: gen})
+	}
+	return newPrincipal(tok, grants, gen, digest), nil
+}
+
+func (s *Service) expired(tok Token) bool {
+	return tok.ExpiresAt != nil && !s.clock.Now().Before(*tok.ExpiresAt)
+}
+
+func newPrincipal(tok Token, grants []Grant, gen int64, digest string) *Principal {
 	return &Principal{
 		SpaceID: tok.SpaceID, ActorID: tok.ActorID, TokenID: tok.TokenID, ConsumerID: tok.ConsumerID,
-		Scopes: slices.Clone(tok.Scopes), Grants: grants, Gen: genOf(actorItem), digest: digest,
-	}, nil
+		Scopes: slices.Clone(tok.Scopes), Grants: slices.Clone(grants), Gen: gen, digest: digest,
+	}
 }
 
 func (s *Service) activeGrants(ctx context.Context, space, actor string) ([]Grant, error) {

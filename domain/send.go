@@ -202,9 +202,12 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 	if err != nil {
 		return SendResult{}, err
 	}
-	fp, err := Fingerprint(n)
-	if err != nil {
-		return SendResult{}, Errorf(CodeInvalidRequest, "the request cannot be canonicalized")
+	fp, ok := sendFingerprint(n)
+	if !ok {
+		var err error
+		if fp, err = Fingerprint(n); err != nil {
+			return SendResult{}, Errorf(CodeInvalidRequest, "the request cannot be canonicalized")
+		}
 	}
 	key := keySubmission(p.SpaceID, p.ActorID, OpMessageSend, req.RequestID)
 	inline := len(encode(n.Body)) <= s.inlineBodyMax

@@ -64,6 +64,7 @@ type Service struct {
 	retries       int
 	inlineBodyMax int
 	states        *stateCache
+	auth          *authCache
 	webhooks      port.WebhookSender
 	deliveryQueue port.DeliveryQueue
 	retryPolicy   retry.Policy
@@ -84,7 +85,7 @@ func New(cfg Config) (*Service, error) {
 		log: cfg.Logger, cursors: cursorCodec{key: append([]byte(nil), cfg.CursorKey...)},
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
-	s.states = newStateCache(64)
+	s.states, s.auth = newStateCache(64), newAuthCache()
 	s.waitsPerSpace = cfg.WaitsPerSpace
 	defRates := DefaultRateLimits()
 	if cfg.RateLimits != nil {

@@ -1,0 +1,81 @@
+package domain
+
+import (
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// jcsText draws strings that exercise every JCS escaping rule: quotes, backslashes, each control
+// character, DEL, U+2028/U+2029, non-ASCII and astral characters, and arbitrary runes.
+func jcsText() *rapid.Generator[string] {
+	special := rapid.SampledFrom([]string{`"`, `\`, "\b", "\f", "\n", "\r", "\t", "\x00", "\x01", "\x0f", "\x10",
+		"\x1f", " ", "\x7f", "\u2028", "\u2029", "é", "€", "😀", "/", "<", "&", "a"})
+	return rapid.Custom(func(t *rapid.T) string {
+		parts := rapid.SliceOfN(rapid.OneOf(special, rapid.String()), 0, 6).Draw(t, "parts")
+		s := ""
+		for _, p := range parts {
+			s += p
+		}
+		return s
+	})
+}
+
+// TestSendFingerprintMatchesJCS: the direct encoder of message.send fingerprints gives exactly the
+// fingerprint of the generic path (marshal, RFC 8785 canonicalization, SHA-256) for any normalized request,
+// and declines invalid UTF-8.
+func TestSendFingerprintMatchesJCS(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		str := jcsText()
+		ptr := func(label string) *string {
+			if !rapid.Bool().Draw(t, label+"?") {
+				return nil
+			}
+			v := str.Draw(t, label)
+			return &v
+		}
+		md := rapid.MapOfN(str, rapid.OneOf(
+			rapid.Map(str, func(s string) any { return s }),
+			rapid.Map(rapid.IntRange(-1<<53+1, 1<<53-1), func(n int) any { return n }),
+			rapid.Map(rapid.Float64Range(-1e15, 1e15), func(f float64) any { return f }),
+			rapid.Just[any](nil), rapid.Just[any](true),
+			rapid.Map(rapid.SliceOfN(str, 0, 3), func(s []string) any { return s }),
+		), 0, 5).Draw(t, "metadata")
+		raw, err := json.Marshal(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := canonicalJSON(raw)
+		if err != nil {
+			t.Fatalf("metadata %s: %v", raw, err)
+		}
+		n := normalizedSend{
+			RecipientIDs: rapid.SliceOfN(str, 0, 3).Draw(t, "recipients"),
+			ThreadID:     ptr("thread"), InReplyTo: ptr("reply"),
+			Kind: str.Draw(t, "kind"), Subject: str.Draw(t, "subject"),
+			Body:          MessageBody{Text: str.Draw(t, "text")},
+			Source:        MessageSource{NativeThreadID: str.Draw(t, "nthread"), NativeMessageID: str.Draw(t, "nmsg")},
+			AttachmentIDs: rapid.SliceOfN(str, 0, 3).Draw(t, "attachments"),
+			Metadata:      canon,
+		}
+		if rapid.Bool().Draw(t, "nil slices") {
+			n.RecipientIDs, n.AttachmentIDs = nil, nil
+		}
+		want, err := Fingerprint(n)
+		if err != nil {
+			t.Fatalf("generic path: %v", err)
+		}
+		got, ok := sendFingerprint(n)
+		if !ok || got != want {
+			t.Fatalf("sendFingerprint = %q, %v; generic path %q", got, ok, want)
+		}
+	})
+	bad := normalizedSend{Subject: "\xff", Metadata: []byte("{}")}
+	if _, ok := sendFingerprint(bad); ok {
+		t.Fatal("invalid UTF-8 accepted")
+	}
+	if _, err := Fingerprint(bad); err == nil {
+		t.Fatal("the generic path accepts invalid UTF-8: the fast path must not decline it")
+	}
+}
