@@ -30,11 +30,41 @@ type group struct {
 	applied atomic.Bool      // set by the syncer once the batch is in the database
 }
 
-// write is one buffered put (val) or delete (del) of an encoded key.
+// write is one buffered put (val, item) or delete (del) of an encoded key.
 type write struct {
-	key string
-	val []byte
-	del bool
+	key  string
+	val  []byte
+	item port.Item
+	del  bool
+}
+
+// hotMax bounds the committer's cache of recently read items.
+const hotMax = 4096
+
+// hotCache holds items the committer read from the database, by encoded key, kept up to date with every
+// write the committer accepts (it is the only writer), so that hot items — counters, the actors whose
+// generation every commit checks — are read from the database once. It is owned by the committer
+// goroutine. Only items found are kept: absent keys are mostly new keys, asked for once.
+type hotCache map[string]port.Item
+
+// update applies an accepted write to the cache.
+func (h hotCache) update(w write) {
+	if _, ok := h[w.key]; !ok {
+		return
+	}
+	if w.del {
+		delete(h, w.key)
+		return
+	}
+	h[w.key] = w.item
+}
+
+// add remembers an item read from the database, emptying the cache when it is full.
+func (h hotCache) add(key string, it port.Item) {
+	if len(h) >= hotMax {
+		clear(h)
+	}
+	h[key] = it
 }
 
 // commitLoop is the committer: it takes the queued commits as one group, evaluates them and hands the
@@ -42,6 +72,7 @@ type write struct {
 func (s *Store) commitLoop() {
 	defer close(s.toSync)
 	var inflight []*group // handed to the syncer, not known to be applied yet; oldest first
+	hot := make(hotCache)
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && !s.closing {
@@ -68,7 +99,7 @@ func (s *Store) commitLoop() {
 		}
 		g := &group{reqs: reqs, writes: make(map[string]write)}
 		for _, r := range reqs {
-			s.evaluate(g, inflight, r)
+			s.evaluate(g, inflight, hot, r)
 		}
 		inflight = append(inflight, g)
 		s.toSync <- g
@@ -76,12 +107,12 @@ func (s *Store) commitLoop() {
 }
 
 // evaluate runs one commit against the indexed view and, when it succeeds, adds its writes to the group.
-func (s *Store) evaluate(g *group, inflight []*group, r *request) {
+func (s *Store) evaluate(g *group, inflight []*group, hot hotCache, r *request) {
 	if err := s.failure(); err != nil {
 		r.err = err
 		return
 	}
-	v := &txView{s: s, g: g, inflight: inflight}
+	v := &txView{s: s, g: g, inflight: inflight, hot: hot}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -102,6 +133,7 @@ func (s *Store) evaluate(g *group, inflight []*group, r *request) {
 	}
 	for _, w := range v.writes {
 		g.writes[w.key] = w
+		hot.update(w)
 		var err error
 		if w.del {
 			err = g.batch.Delete([]byte(w.key), nil)
@@ -143,11 +175,12 @@ func (s *Store) syncLoop() {
 }
 
 // txView is one commit's view for kv.Commit: its own buffered writes, then its group's, then those of the
-// groups still being made durable (newest first), then the database.
+// groups still being made durable (newest first), then the committer's cache, then the database.
 type txView struct {
 	s        *Store
 	g        *group
 	inflight []*group
+	hot      hotCache
 	writes   []write
 }
 
@@ -155,16 +188,19 @@ func (v *txView) Get(k port.Key) (port.Item, bool, error) {
 	key := encodeKey(k)
 	for i := len(v.writes) - 1; i >= 0; i-- {
 		if v.writes[i].key == string(key) {
-			return v.pending(k, v.writes[i])
+			return v.pending(v.writes[i])
 		}
 	}
 	if w, ok := v.g.writes[string(key)]; ok {
-		return v.pending(k, w)
+		return v.pending(w)
 	}
 	for i := len(v.inflight) - 1; i >= 0; i-- {
 		if w, ok := v.inflight[i].writes[string(key)]; ok {
-			return v.pending(k, w)
+			return v.pending(w)
 		}
+	}
+	if it, ok := v.hot[string(key)]; ok {
+		return it, true, nil
 	}
 	val, closer, err := v.s.db.Get(key)
 	if errors.Is(err, pdb.ErrNotFound) {
@@ -178,18 +214,16 @@ func (v *txView) Get(k port.Key) (port.Item, bool, error) {
 	if err != nil {
 		return port.Item{}, false, err
 	}
+	v.hot.add(string(key), it)
 	return it, true, nil
 }
 
-func (v *txView) pending(k port.Key, w write) (port.Item, bool, error) {
+// pending returns the item a buffered write leaves (shared: kv.Commit never modifies what Get returns).
+func (v *txView) pending(w write) (port.Item, bool, error) {
 	if w.del {
 		return port.Item{}, false, nil
 	}
-	it, err := decodeValue(k, w.val)
-	if err != nil {
-		return port.Item{}, false, err
-	}
-	return it, true, nil
+	return w.item, true, nil
 }
 
 func (v *txView) Put(it port.Item) error {
@@ -198,7 +232,7 @@ func (v *txView) Put(it port.Item) error {
 			return err
 		}
 	}
-	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: encodeValue(it)})
+	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: encodeValue(it), item: it})
 	return nil
 }
 
