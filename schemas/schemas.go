@@ -222,6 +222,20 @@ func (r *Registry) Validate(name string, instance []byte) error {
 	return r.validateDoc(name, s, doc, r.limits)
 }
 
+// ValidateChecked is Validate for an instance that already passed strictjson.CheckSyntax: it skips that
+// check, and returns the parsed document (JSON numbers as json.Number) whether or not it is valid.
+func (r *Registry) ValidateChecked(name string, instance []byte) (doc any, err error) {
+	s, ok := r.compiled[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownSchema, name)
+	}
+	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(instance))
+	if err != nil {
+		return nil, &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
+	}
+	return doc, r.validateDoc(name, s, doc, r.limits)
+}
+
 // Schema is a schema compiled outside the embedded set (for example the argument schema of an MCP tool
 // whose HTTP form takes path or query parameters). It validates and reports failures exactly like the
 // registry's own schemas.

@@ -39,6 +39,30 @@ func RequestID(raw []byte) string {
 	return ""
 }
 
+// DecodeRequest does what a transport does with a JSON request body, with one syntax check and one parse
+// for both the request_id and the schema: CheckSyntax, then the named request schema (Validate), then strict
+// decoding into v. It returns the body's request_id (see RequestID) once the syntax is valid, also with a
+// later error.
+func DecodeRequest(reg *schemas.Registry, schema string, raw []byte, v any) (string, error) {
+	if err := CheckSyntax(raw); err != nil {
+		return "", err
+	}
+	doc, err := reg.ValidateChecked(schema, raw)
+	rid := ""
+	if obj, ok := doc.(map[string]any); ok {
+		if s, ok := obj["request_id"].(string); ok && domain.ValidRequestID(s) {
+			rid = s
+		}
+	}
+	if err != nil {
+		return rid, Invalid(err)
+	}
+	if err := strictjson.DecodeChecked(raw, v); err != nil {
+		return rid, Invalid(err)
+	}
+	return rid, nil
+}
+
 // CheckSyntax refuses duplicate keys, non-finite or non-I-JSON numbers and excessive depth: INVALID_REQUEST.
 func CheckSyntax(raw []byte) error {
 	if err := strictjson.CheckSyntax(raw); err != nil {

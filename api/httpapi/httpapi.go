@@ -19,7 +19,6 @@ import (
 
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/boundary"
-	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
@@ -315,17 +314,7 @@ func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	if err := boundary.CheckSyntax(raw); err != nil {
-		return "", err
-	}
-	rid := boundary.RequestID(raw)
-	if err := boundary.Validate(a.schemas, schema, raw); err != nil {
-		return rid, err
-	}
-	if err := strictjson.DecodeBytes(raw, v); err != nil {
-		return rid, boundary.Invalid(err)
-	}
-	return rid, nil
+	return boundary.DecodeRequest(a.schemas, schema, raw, v)
 }
 
 // JSONType is the media type every JSON request body must declare.

@@ -175,6 +175,14 @@ func DecodeBytes(b []byte, v any) error {
 	if err := CheckSyntax(b); err != nil {
 		return err
 	}
+	return DecodeChecked(b, v)
+}
+
+// DecodeChecked is DecodeBytes for b that already passed [CheckSyntax]: it skips that check.
+func DecodeChecked(b []byte, v any) error {
+	if err := checkTarget(v); err != nil {
+		return err
+	}
 	err := json.Unmarshal(b, v,
 		json.RejectUnknownMembers(true),
 		json.WithUnmarshalers(nullGuard))
