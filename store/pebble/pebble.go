@@ -16,7 +16,7 @@
 //
 // with attributes sorted by name; Data is the rest of the value, so it is binary safe. Keys starting with
 // 0x00 (never an item key, since PK is not empty) hold the store's own records: "\x00format" names the
-// layout and is checked on Open. Tables are compressed (zstd level 1 for data blocks, see Open).
+// layout and is checked on Open. Tables are compressed (MinLZ, see Open).
 //
 // # Commit
 //
@@ -174,9 +174,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	// Bloom filters on every level: most point reads of a commit ask for keys that do not exist yet (the
 	// NotExists conditions of new records), and a filter answers them without reading a data block.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	// Fast compression where tables are rewritten soon, zstd level 1 in the bottom levels where almost all
-	// data ends up: JSON records shrink to about a third, at a CPU cost paid by compactions, not commits.
-	po.ApplyCompressionSettings(func() pdb.DBCompressionSettings { return pdb.DBCompressionBalanced })
+	// MinLZ at every level. zstd (level 1 in the bottom levels) stored a send in about a fifth less space,
+	// but compressing every compaction's output with it cost about a fifth of the server's CPU per send
+	// (docs/decisions.md).
+	po.ApplyCompressionSettings(func() pdb.DBCompressionSettings { return pdb.DBCompressionFastest })
 	db, err := pdb.Open(dir, po)
 	if err != nil {
 		_ = lock.Close()
