@@ -12,22 +12,26 @@ import (
 	"github.com/waypost/waypost/store/kv"
 )
 
-// request is one caller's commit; the committer and the syncer fill in its outcome before closing done.
+// request is one caller's commit; the group's leader fills in its outcome before closing done.
 type request struct {
 	ctx      context.Context
 	tx       port.Tx
 	first    uint64
 	err      error
-	panicked any // a panic raised by Build, re-raised in the caller's goroutine
-	done     chan struct{}
+	panicked any           // a panic raised by Build, re-raised in the caller's goroutine
+	done     chan struct{} // closed once the outcome is durable and final
+	promote  chan struct{} // closed when the caller is to take the committer role
 }
 
 // group is the commits evaluated together and made durable by one batch.
 type group struct {
-	reqs    []*request
-	writes  map[string]write // the group's writes by encoded key, the last one per key
-	batch   *pdb.Batch       // nil while the group wrote nothing
-	applied atomic.Bool      // set by the syncer once the batch is in the database
+	reqs   []*request
+	writes map[string]write // the group's writes by encoded key, the last one per key
+	batch  *pdb.Batch       // nil while the group wrote nothing
+	// prevSynced is the synced channel of the group made durable just before this one (nil for the first).
+	prevSynced chan struct{}
+	synced     chan struct{} // closed once the group is applied (or failed) and its view published
+	applied    atomic.Bool   // set once the batch is in the database
 }
 
 // write is one buffered put (val, item) or delete (del) of an encoded key.
@@ -43,8 +47,8 @@ const hotMax = 4096
 
 // hotCache holds items the committer read from the database, by encoded key, kept up to date with every
 // write the committer accepts (it is the only writer), so that hot items — counters, the actors whose
-// generation every commit checks — are read from the database once. It is owned by the committer
-// goroutine. Only items found are kept: absent keys are mostly new keys, asked for once.
+// generation every commit checks — are read from the database once. It belongs to the committer role.
+// Only items found are kept: absent keys are mostly new keys, asked for once.
 type hotCache map[string]port.Item
 
 // update applies an accepted write to the cache.
@@ -67,52 +71,60 @@ func (h hotCache) add(key string, it port.Item) {
 	h[key] = it
 }
 
-// commitLoop is the committer: it takes the queued commits as one group, evaluates them and hands the
-// group to the syncer, until the store closes and the queue is empty.
-func (s *Store) commitLoop() {
-	defer close(s.toSync)
-	var inflight []*group // handed to the syncer, not known to be applied yet; oldest first
-	hot := make(hotCache)
-	for {
-		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closing {
-			s.mu.Unlock()
-			<-s.wake
-			s.mu.Lock()
-		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			return
-		}
-		var reqs []*request
-		if len(s.queue) <= s.max {
-			reqs, s.queue = s.queue, nil
-		} else {
-			reqs = slices.Clone(s.queue[:s.max])
-			s.queue = slices.Delete(s.queue, 0, s.max)
-		}
+// lead is run by the caller that takes the committer role, with s.mu held: it takes the queued commits
+// (its own first) as a group and evaluates them, hands the role to the oldest commit still queued, then
+// makes the group durable and answers it. A commit that arrives while nobody leads runs in its caller's
+// goroutine from start to end. Under load, one caller evaluates the next group while the previous group's
+// caller waits for its fsync; a leader first waits until at most one group is ahead of its own, so that its
+// group holds everything that queued up during that group's sync.
+func (s *Store) lead() {
+	s.evaluating = true
+	if t := s.tail; t != nil && t.prevSynced != nil {
 		s.mu.Unlock()
-
-		for len(inflight) > 0 && inflight[0].applied.Load() {
-			inflight[0] = nil
-			inflight = inflight[1:]
-		}
-		g := &group{reqs: reqs, writes: make(map[string]write)}
-		for _, r := range reqs {
-			s.evaluate(g, inflight, hot, r)
-		}
-		inflight = append(inflight, g)
-		s.toSync <- g
+		<-t.prevSynced
+		s.mu.Lock()
 	}
+	var reqs []*request
+	if len(s.queue) <= s.max {
+		reqs, s.queue = s.queue, nil
+	} else {
+		reqs = slices.Clone(s.queue[:s.max])
+		s.queue = slices.Delete(s.queue, 0, s.max)
+	}
+	s.mu.Unlock()
+
+	for len(s.inflight) > 0 && s.inflight[0].applied.Load() {
+		s.inflight[0] = nil
+		s.inflight = s.inflight[1:]
+	}
+	g := &group{reqs: reqs, writes: make(map[string]write), synced: make(chan struct{})}
+	if s.tail != nil {
+		g.prevSynced = s.tail.synced
+	}
+	for _, r := range reqs {
+		s.evaluate(g, r)
+	}
+	s.inflight = append(s.inflight, g)
+	s.tail = g
+
+	s.mu.Lock()
+	if len(s.queue) > 0 {
+		close(s.queue[0].promote)
+	} else {
+		s.evaluating = false
+	}
+	s.mu.Unlock()
+
+	s.makeDurable(g)
 }
 
 // evaluate runs one commit against the indexed view and, when it succeeds, adds its writes to the group.
-func (s *Store) evaluate(g *group, inflight []*group, hot hotCache, r *request) {
+func (s *Store) evaluate(g *group, r *request) {
 	if err := s.failure(); err != nil {
 		r.err = err
 		return
 	}
-	v := &txView{s: s, g: g, inflight: inflight, hot: hot}
+	v := &txView{s: s, g: g, inflight: s.inflight, hot: s.hot}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -133,7 +145,7 @@ func (s *Store) evaluate(g *group, inflight []*group, hot hotCache, r *request) 
 	}
 	for _, w := range v.writes {
 		g.writes[w.key] = w
-		hot.update(w)
+		s.hot.update(w)
 		var err error
 		if w.del {
 			err = g.batch.Delete([]byte(w.key), nil)
@@ -147,30 +159,32 @@ func (s *Store) evaluate(g *group, inflight []*group, hot hotCache, r *request) 
 	}
 }
 
-// syncLoop is the syncer: it commits each group's batch durably, in order, publishes the new durable view
-// and answers the group's callers.
-func (s *Store) syncLoop() {
-	defer close(s.stopped)
-	for g := range s.toSync {
-		err := s.failure()
-		if err == nil && g.batch != nil {
-			if cerr := g.batch.Commit(s.wopt); cerr != nil {
-				err = s.fail(cerr)
-			} else {
-				s.publishView()
-			}
+// makeDurable commits the group's batch (one WAL fsync) after the previous group's, publishes the new durable
+// view and answers the group's callers.
+func (s *Store) makeDurable(g *group) {
+	if g.prevSynced != nil {
+		<-g.prevSynced
+	}
+	err := s.failure()
+	if err == nil && g.batch != nil {
+		if cerr := g.batch.Commit(s.wopt); cerr != nil {
+			err = s.fail(cerr)
+		} else {
+			s.publishView()
 		}
-		if g.batch != nil {
-			_ = g.batch.Close()
+	}
+	if g.batch != nil {
+		_ = g.batch.Close()
+	}
+	g.applied.Store(true)
+	close(g.synced)
+	for _, r := range g.reqs {
+		if err != nil && r.panicked == nil {
+			// Whatever the commit's own outcome, it was judged on state that is not durable.
+			r.first, r.err = 0, err
 		}
-		g.applied.Store(true)
-		for _, r := range g.reqs {
-			if err != nil && r.panicked == nil {
-				// Whatever the commit's own outcome, it was judged on state that is not durable.
-				r.first, r.err = 0, err
-			}
-			close(r.done)
-		}
+		close(r.done)
+		s.active.Done()
 	}
 }
 

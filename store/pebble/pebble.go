@@ -20,22 +20,27 @@
 //
 // # Commit
 //
-// One committer goroutine evaluates transactions and one syncer goroutine makes them durable:
+// Commits are grouped without a timer and without goroutines of their own. A caller that finds nobody
+// committing takes the committer role:
 //
-//   - Commit queues the transaction and waits. The committer takes everything queued (at most
-//     Options.MaxBatchSize transactions) as one group and runs each transaction through kv.Commit against an
-//     indexed view: the transaction's own writes, then the writes of its group and of the groups handed to
-//     the syncer but not yet applied, then the database. A transaction's writes are buffered and join the
-//     group's batch only when it succeeds, so one that fails (condition, counter exhausted, invalid, Build
-//     error or panic) writes nothing and never affects the others.
-//   - The syncer commits each group's batch with one fsync of the write-ahead log (pebble.Sync), in order,
-//     then answers the group's callers. While it syncs, the committer evaluates the next group, so under load
-//     a group holds every commit that arrived during the previous sync: one fsync per group, without a timer.
+//   - it takes everything queued (at most Options.MaxBatchSize commits, its own first) as one group and runs
+//     each transaction through kv.Commit against an indexed view: the transaction's own writes, then the
+//     writes of its group and of earlier groups not yet applied, then the items the committer keeps (see
+//     hotCache), then the database. A transaction's writes are buffered and join the group's batch only
+//     when it succeeds, so one that fails (condition, counter exhausted, invalid, Build error or panic)
+//     writes nothing and never affects the others;
+//   - it hands the role to the oldest commit still queued, then commits the group's batch with one fsync of
+//     the write-ahead log (pebble.Sync), after the previous group's, and answers the group's callers.
+//
+// A lone commit thus runs in its caller's goroutine from start to end. Under load, one caller evaluates the
+// next group while the previous group waits for its fsync, so a group holds every commit that arrived during
+// the previous sync: one fsync per group.
 //
 // Every caller, whatever its outcome, is answered only after its group and every group before it is
-// durable, so no answer rests on state a crash could still lose. A failed WAL write or fsync fails the store
-// for good: that group and every later commit fail wrapping port.ErrUnavailable (restarting recovers from
-// the log). fsync is on unless Options.NoSync is set (tests only).
+// durable, so no answer rests on state a crash could still lose. A failed WAL write or fsync stops the
+// process: pebble cannot go on after one (it calls its logger's Fatalf, which panics), and the restarted
+// server recovers from the log. Any other failure to commit a group fails the store for good: that group and
+// every later commit fail wrapping port.ErrUnavailable. fsync is on unless Options.NoSync is set (tests only).
 //
 // # Reads
 //
@@ -119,13 +124,16 @@ type Store struct {
 	max  int
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards queue and closing
-	queue   []*request
-	closing bool
-	wake    chan struct{} // capacity 1: the committer has work or must stop
+	mu         sync.Mutex // guards queue, evaluating and closing
+	queue      []*request
+	evaluating bool           // a caller holds the committer role
+	closing    bool           // Close was called: no more commits
+	active     sync.WaitGroup // commits not answered yet
 
-	toSync  chan *group   // committer → syncer, in commit order
-	stopped chan struct{} // closed when the syncer has answered the last group
+	// Owned by the caller holding the committer role (handed over under mu).
+	inflight []*group // evaluated, not known to be applied yet; oldest first
+	hot      hotCache
+	tail     *group // the last group evaluated: the next one is made durable after it
 
 	viewMu     sync.Mutex // guards view and viewClosed
 	view       *snapView  // the snapshot after the last durable group
@@ -188,17 +196,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	s := &Store{
-		db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger,
-		wake: make(chan struct{}, 1), toSync: make(chan *group), stopped: make(chan struct{}),
-	}
+	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache)}
 	if opts.NoSync {
 		s.wopt = pdb.NoSync
 	}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
-	go s.commitLoop()
-	go s.syncLoop()
 	return s, nil
 }
 
@@ -252,8 +255,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closing = true
 		s.mu.Unlock()
-		s.signal()
-		<-s.stopped
+		s.active.Wait()
 		s.viewMu.Lock()
 		s.viewClosed = true
 		cur := s.view
@@ -317,16 +319,30 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("pebble: commit: %w", err)
 	}
-	r := &request{ctx: ctx, tx: tx, done: make(chan struct{})}
+	r := &request{ctx: ctx, tx: tx, done: make(chan struct{}), promote: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("pebble: commit: %w", ErrClosed)
 	}
+	s.active.Add(1)
 	s.queue = append(s.queue, r)
-	s.mu.Unlock()
-	s.signal()
+	if s.evaluating {
+		s.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.result()
+		case <-r.promote: // the committer role is ours, and r heads the queue
+			s.mu.Lock()
+		}
+	}
+	s.lead()
 	<-r.done
+	return r.result()
+}
+
+// result returns the outcome the group left in r, re-raising a panic of its Build.
+func (r *request) result() (uint64, error) {
 	switch {
 	case r.panicked != nil:
 		panic(r.panicked)
@@ -337,14 +353,6 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 		return 0, r.err
 	}
 	return 0, fmt.Errorf("pebble: commit: %w", r.err)
-}
-
-// signal wakes the committer.
-func (s *Store) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // failure returns the store's storage failure, nil while there is none.
