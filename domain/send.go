@@ -124,7 +124,7 @@ func (s *Service) validateSend(p *Principal, req SendRequest, defaultRecipient s
 	if n.Kind == "" {
 		n.Kind = "message"
 	}
-	if !kindPattern.MatchString(n.Kind) {
+	if !validKind(n.Kind) {
 		return n, Errorf(CodeInvalidRequest, "kind must match [a-z][a-z0-9_.-]{0,63}").WithDetails("field", "kind")
 	}
 	for _, id := range req.RecipientIDs {
