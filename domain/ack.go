@@ -224,9 +224,15 @@ func (s *Service) feedItem(ctx context.Context, fs feedScope, itemID string) (Fe
 	if !ok {
 		return FeedItem{}, notFound
 	}
-	fi, _, found, err := getRecord[FeedItem](ctx, s.store, keyFeed(fs.p.SpaceID, seq))
-	if err != nil {
-		return FeedItem{}, err
+	fi, found := s.feed.get(fs.p.SpaceID, strconv.FormatUint(seq, 10)) // usually just read by the consumer
+	if !found {
+		var err error
+		if fi, _, found, err = getRecord[FeedItem](ctx, s.store, keyFeed(fs.p.SpaceID, seq)); err != nil {
+			return FeedItem{}, err
+		}
+		if found {
+			s.feed.put(fi)
+		}
 	}
 	if !found || fi.ItemID != itemID || !fs.visible(fi, false) {
 		return FeedItem{}, notFound

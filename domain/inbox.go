@@ -268,6 +268,7 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 		if err != nil {
 			return Page{}, err
 		}
+		s.feed.put(fi)
 		if fs.visible(fi, true) {
 			if len(page.Items) == limit {
 				page.HasMore = true

@@ -65,6 +65,7 @@ type Service struct {
 	inlineBodyMax int
 	states        *stateCache
 	auth          *authCache
+	feed          *feedCache
 	webhooks      port.WebhookSender
 	deliveryQueue port.DeliveryQueue
 	retryPolicy   retry.Policy
@@ -85,7 +86,7 @@ func New(cfg Config) (*Service, error) {
 		log: cfg.Logger, cursors: cursorCodec{key: append([]byte(nil), cfg.CursorKey...)},
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
-	s.states, s.auth = newStateCache(64), newAuthCache()
+	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
 	s.waitsPerSpace = cfg.WaitsPerSpace
 	defRates := DefaultRateLimits()
 	if cfg.RateLimits != nil {
