@@ -106,19 +106,28 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 
 // GetSpace returns a space.
 func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, error) {
-	sp, err := s.space(ctx, spaceID)
+	sp, err := s.freshSpace(ctx, spaceID)
 	if err != nil {
 		return SpaceResult{}, err
 	}
 	return s.spaceResult(sp), nil
 }
 
+// space returns a space record, possibly cached for up to spaceCacheTTL (see authCache).
 func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
 	if !ValidID(spaceID) {
 		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
-	if sp, ok := s.auth.space(spaceID); ok {
-		return sp, nil // a space record never changes once created
+	if sp, ok := s.auth.space(spaceID, s.clock.Now()); ok {
+		return sp, nil
+	}
+	return s.freshSpace(ctx, spaceID)
+}
+
+// freshSpace reads a space record from the store and refreshes the cache with it.
+func (s *Service) freshSpace(ctx context.Context, spaceID string) (Space, error) {
+	if !ValidID(spaceID) {
+		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
 	sp, _, found, err := getRecord[Space](ctx, s.store, keySpace(spaceID))
 	if err != nil {
@@ -127,7 +136,7 @@ func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
 	if !found {
 		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
-	s.auth.putSpace(sp)
+	s.auth.putSpace(sp, s.clock.Now())
 	return sp, nil
 }
 

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"sync"
+	"time"
 )
 
 // authCacheMax bounds the credentials and spaces the service keeps in memory.
@@ -20,15 +21,26 @@ type authEntry struct {
 
 // authCache keeps the authentication of recently used tokens, so that a hot token costs one read (the
 // actor's generation) instead of a token read, an actor read and a grant query with their decoding. It also
-// keeps space records, which never change once created. The zero value is not usable: use newAuthCache.
+// keeps space records for at most spaceCacheTTL: the owner can change a space (its rate limits), and another
+// process (a Lambda instance) learns of the change when its entry expires; the changing process replaces its
+// entry at once. The zero value is not usable: use newAuthCache.
 type authCache struct {
 	mu     sync.Mutex
-	tokens map[string]*authEntry // by token digest
-	spaces map[string]Space      // by space ID
+	tokens map[string]*authEntry  // by token digest
+	spaces map[string]cachedSpace // by space ID
 }
 
+// cachedSpace is a space record and when it was read.
+type cachedSpace struct {
+	sp   Space
+	read time.Time
+}
+
+// spaceCacheTTL bounds how long a process serves a space record it read before reading it again.
+const spaceCacheTTL = 10 * time.Second
+
 func newAuthCache() *authCache {
-	return &authCache{tokens: make(map[string]*authEntry), spaces: make(map[string]Space)}
+	return &authCache{tokens: make(map[string]*authEntry), spaces: make(map[string]cachedSpace)}
 }
 
 func (c *authCache) token(digest string) *authEntry {
@@ -55,14 +67,19 @@ func (c *authCache) dropToken(digest string) {
 	delete(c.tokens, digest)
 }
 
-func (c *authCache) space(id string) (Space, bool) {
+// space returns the cached record of space id if it was read less than spaceCacheTTL before now.
+func (c *authCache) space(id string, now time.Time) (Space, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sp, ok := c.spaces[id]
-	return sp, ok
+	e, ok := c.spaces[id]
+	if !ok || now.Before(e.read) || now.Sub(e.read) >= spaceCacheTTL {
+		return Space{}, false
+	}
+	return e.sp, true
 }
 
-func (c *authCache) putSpace(sp Space) {
+// putSpace caches sp as read at now.
+func (c *authCache) putSpace(sp Space, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.spaces[sp.SpaceID]; !ok && len(c.spaces) >= authCacheMax {
@@ -71,5 +88,5 @@ func (c *authCache) putSpace(sp Space) {
 			break
 		}
 	}
-	c.spaces[sp.SpaceID] = sp
+	c.spaces[sp.SpaceID] = cachedSpace{sp: sp, read: now}
 }

@@ -213,6 +213,7 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 	if err != nil {
 		return SpaceResult{}, err
 	}
+	s.auth.putSpace(out, s.clock.Now())
 	s.rates.remember(spaceID, s.effectiveRateLimits(out), s.clock.Now())
 	return s.spaceResult(out), nil
 }

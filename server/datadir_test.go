@@ -15,7 +15,7 @@ import (
 // is refused with a message that names the directory, both formats and what to do, and is left untouched.
 func TestDataFormat(t *testing.T) {
 	open := func(dir string) error {
-		srv, err := server.Open(server.Config{DataDir: dir, NoSync: true, AdminSecret: "wpa_test-secret-0123456789abcdef"})
+		srv, err := server.Open(server.Config{DataDir: dir, NoSync: true, AdminSecret: m1Admin})
 		if err == nil {
 			return srv.Close()
 		}

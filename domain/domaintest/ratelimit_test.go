@@ -7,6 +7,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
+	"github.com/waypost/waypost/platform"
 )
 
 // TestRateLimitPerCredential: each credential has its own token bucket (the space's rate limits): a full
@@ -98,5 +99,41 @@ func TestRateLimitsSetByTheOwner(t *testing.T) {
 	b := f.Party(sp2.SpaceID)
 	if d, _ := f.Svc.Describe(ctx, b.P); d.RateLimits.RateLimits != domain.DefaultRateLimits() {
 		t.Fatalf("another space: %+v", d.RateLimits)
+	}
+}
+
+// TestRateLimitsReachOtherProcesses: a second service over the same store (another process, such as a Lambda
+// instance) that has already read the space serves its cached record for at most 10 s, then the owner's change.
+func TestRateLimitsReachOtherProcesses(t *testing.T) {
+	f := domaintest.New(t, memBackend, nil)
+	ctx := context.Background()
+	sp := f.Space()
+	a := f.Party(sp.SpaceID)
+	other, err := domain.New(domain.Config{Store: f.Backend.Store, Blobs: f.Backend.Blobs, Clock: f.Clock, IDs: platform.IDs{},
+		CursorKey: []byte("0123456789abcdef0123456789abcdef-test-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := other.Describe(ctx, a.P); err != nil || d.RateLimits.RateLimits != domain.DefaultRateLimits() {
+		t.Fatalf("describe in the other process: %+v %v", d.RateLimits, err)
+	}
+	tight := domain.RateLimits{RequestsPerSecond: 1, Burst: 2}
+	if _, err := f.Svc.UpdateSpace(ctx, sp.SpaceID, domain.UpdateSpaceRequest{RateLimits: &tight}); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(10 * time.Second)
+	if d, _ := f.Svc.Describe(ctx, a.P); d.RateLimits.RateLimits != tight {
+		t.Fatalf("describe in the changing process: %+v", d.RateLimits)
+	}
+	if d, _ := other.Describe(ctx, a.P); d.RateLimits.RateLimits != tight {
+		t.Fatalf("describe in the other process 10 s after the change: %+v", d.RateLimits)
+	}
+	// The owner's GET always reads the store.
+	looser := domain.RateLimits{RequestsPerSecond: 50, Burst: 60}
+	if _, err := f.Svc.UpdateSpace(ctx, sp.SpaceID, domain.UpdateSpaceRequest{RateLimits: &looser}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := other.GetSpace(ctx, sp.SpaceID); err != nil || *g.RateLimits != looser {
+		t.Fatalf("the owner's GET in the other process: %+v %v", g.RateLimits, err)
 	}
 }
