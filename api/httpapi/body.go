@@ -118,13 +118,28 @@ func (g *bodyGuard) complete() bool {
 	return g.eof
 }
 
-// finish runs when the handler returned. A body not read to its end is never drained: its read deadline
-// is moved to now, so the server's clean-up read fails at once and the connection closes (the answer
-// carried Connection: close).
-func (g *bodyGuard) finish() {
-	if !g.complete() {
-		_ = g.conn.SetReadDeadline(time.Now())
+// Bounds of the drain of a body left unread by an early answer (finish).
+const (
+	lingerTime  = time.Second
+	lingerBytes = 256 << 10
+)
+
+// finish runs when the handler returned. A body not read to its end is never drained in full: after the
+// answer is flushed, what the client is still sending is read and discarded for at most lingerTime and
+// lingerBytes (so that a client that sent a refused body at full speed reads the answer rather than a
+// connection reset), then the read deadline is moved to now, so the server's clean-up read fails at once and
+// the connection closes (the answer carried Connection: close). A body already cut by its deadline is not
+// drained at all.
+func (g *bodyGuard) finish(w http.ResponseWriter) {
+	if g.complete() {
+		return
 	}
+	if !g.failed() {
+		_ = http.NewResponseController(w).Flush()
+		_ = g.conn.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.CopyN(io.Discard, g.rc, lingerBytes)
+	}
+	_ = g.conn.SetReadDeadline(time.Now())
 }
 
 // failed reports whether reading the body failed (a deadline, a broken connection).

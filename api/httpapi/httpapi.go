@@ -120,14 +120,14 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 
 // ServeHTTP implements http.Handler. A request body is read under a deadline (Options.BodyTimeout); an
 // answer given before the body was read to its end (an authentication failure, a refused size, a timeout)
-// closes the connection rather than draining what the client still sends.
+// closes the connection after at most a short, bounded drain of what the client still sends (bodyGuard.finish).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		rec.body = newBodyGuard(r.Body, http.NewResponseController(w), a.bodyTimeout)
 		r.Body = rec.body
-		defer rec.body.finish()
+		defer rec.body.finish(w)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if a.maxInflight > 0 && !isLongPoll(r) {
