@@ -11,7 +11,7 @@ import (
 // The single-table key layout, shared by every adapter (documented in docs/storage-keys.md).
 // Partitions are chosen so that reads grow with what they return, not with the size of a space.
 
-func seqSK(seq uint64) string { return fmt.Sprintf("%020d", seq) }
+func seqSK(seq uint64) string { return port.SlotSK(seq) }
 
 func parseSeqSK(sk string) (uint64, error) { return strconv.ParseUint(sk, 10, 64) }
 
@@ -50,6 +50,16 @@ func keyThread(space, thread string) port.Key {
 }
 
 func pkFeed(space string) string { return "FD#" + space }
+
+// keyHead is where a store that reserves visible_seq values before the transaction (DynamoDB) keeps the
+// space's visible head; its own partition, so the watermark's writes do not share the counter's.
+func keyHead(space string) port.Key { return port.Key{PK: "SH#" + space, SK: "HEAD"} }
+
+// sequence is the visible_seq sequence of a space: counter SP#<space>|SEQ, slots FD#<space>|<seq> (the
+// space feed items), head SH#<space>|HEAD.
+func sequence(space string) *port.Sequence {
+	return &port.Sequence{Counter: keySeq(space), Slots: pkFeed(space), Head: keyHead(space)}
+}
 func keyFeed(space string, seq uint64) port.Key {
 	return port.Key{PK: pkFeed(space), SK: seqSK(seq)}
 }

@@ -493,8 +493,7 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 	}
 	var res MemoryPublishResult
 	var pub port.Published
-	seqKey := keySeq(p.SpaceID)
-	_, err = s.store.Commit(ctx, port.Tx{Counter: &seqKey, Count: 1, Max: uint64(s.limits.VisibleSeqMax), Build: func(seq uint64) ([]port.Op, error) {
+	_, err = s.store.Commit(ctx, port.Tx{Seq: sequence(p.SpaceID), Count: 1, Max: uint64(s.limits.VisibleSeqMax), Build: func(seq uint64) ([]port.Op, error) {
 		vs := strconv.FormatUint(seq, 10)
 		res = MemoryPublishResult{CollectionID: coll.CollectionID, Revision: next, Changed: true, SubmissionState: StateCommitted,
 			Upserted: upserted, Deleted: deleted, CommittedAt: now, VisibleSeq: &vs}

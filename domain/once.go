@@ -77,8 +77,7 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 			return append([]port.Op{port.Put(item(spec.key, sub, attrState, string(StateCommitted)), port.NotExists())}, ops...), nil
 		}}
 		if otx.count > 0 {
-			k := keySeq(otx.seqSpace)
-			tx.Counter, tx.Count, tx.Max = &k, otx.count, uint64(s.limits.VisibleSeqMax)
+			tx.Seq, tx.Count, tx.Max = sequence(otx.seqSpace), otx.count, uint64(s.limits.VisibleSeqMax)
 		}
 		_, err = s.store.Commit(ctx, tx)
 		if err == nil {

@@ -350,8 +350,7 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		now := s.clock.Now().UTC()
 		var result SendResult
 		var published port.Published
-		seqKey := keySeq(p.SpaceID)
-		_, err := s.store.Commit(ctx, port.Tx{Counter: &seqKey, Count: 1, Max: uint64(s.limits.VisibleSeqMax),
+		_, err := s.store.Commit(ctx, port.Tx{Seq: sequence(p.SpaceID), Count: 1, Max: uint64(s.limits.VisibleSeqMax),
 			Build: func(seq uint64) ([]port.Op, error) {
 				vs := strconv.FormatUint(seq, 10)
 				result = SendResult{SubmissionState: StateCommitted, ResourceID: msgID, MessageID: msgID, ThreadID: fixed.ThreadID, CommittedAt: now, VisibleSeq: vs}

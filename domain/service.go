@@ -186,18 +186,13 @@ func genOf(it port.Item) int64 {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// head returns the last allocated visible_seq of a space (0 when nothing was published).
+// head returns the visible head of a space (0 when nothing was published): the highest visible_seq below
+// which no item can still commit (port.ItemStore.Head). Every read of the feed is bounded by it, so a cursor
+// never passes an item that becomes visible later with a lower number (RFC §16.2).
 func (s *Service) head(ctx context.Context, space string) (uint64, error) {
-	it, found, err := s.store.Get(ctx, keySeq(space))
+	n, err := s.store.Head(ctx, *sequence(space))
 	if err != nil {
 		return 0, fmt.Errorf("reading head: %w", err)
-	}
-	if !found {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(it.Attr(port.CounterAttr), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parsing head: %w", err)
 	}
 	return n, nil
 }

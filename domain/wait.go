@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
@@ -58,9 +59,25 @@ func (s *Service) WaitFeed(ctx context.Context, p *Principal, req WaitRequest) (
 	}
 }
 
+// Re-reads while an announced item is above the visible head: the first after gapRecheckMin, then each
+// interval doubled up to gapRecheckMax.
+const (
+	gapRecheckMin = 100 * time.Millisecond
+	gapRecheckMax = 2 * time.Second
+)
+
 // waitOnce reads, then waits for announcements above the position read, until items arrive, the deadline
 // passes, or the watch ends (resubscribe is then true).
+//
+// An announcement only wakes the waiter: what it returns is read from the durable feed, bounded by the
+// visible head. An item can be announced while a lower visible_seq is still being committed (or was
+// reserved by a writer that died); the head then stays below it, and handing out a cursor past the lower
+// slot could skip it. So while an announced item is above the head, the waiter re-reads at growing
+// intervals (gapRecheckMin … gapRecheckMax): the lower slot commits, or the head read voids it after the
+// store's grace period, and the item is returned then.
 func (s *Service) waitOnce(ctx context.Context, fs feedScope, w port.Watch, pos *uint64, limit int, deadline time.Time) (Page, bool, error) {
+	var pending uint64 // highest announced visible_seq above the head
+	recheck := gapRecheckMin
 	for {
 		page, err := s.readFrom(ctx, fs, *pos, limit)
 		if err != nil {
@@ -75,22 +92,36 @@ func (s *Service) waitOnce(ctx context.Context, fs feedScope, w port.Watch, pos 
 			return Page{}, false, err
 		}
 		*pos = b.Pos
+		if pending <= *pos {
+			pending, recheck = 0, gapRecheckMin
+		}
 		for {
 			remaining := deadline.Sub(s.clock.Now())
 			if remaining <= 0 {
 				return page, false, nil
 			}
-			pub, status, err := w.Next(ctx, remaining)
+			wait := remaining
+			if pending > 0 {
+				wait = min(wait, recheck)
+			}
+			pub, status, err := w.Next(ctx, wait)
 			if err != nil {
 				return Page{}, false, fmt.Errorf("feed.wait: waiting: %w", err)
 			}
 			if status == port.WatchTimeout {
+				if pending > 0 && wait < remaining {
+					recheck = min(2*recheck, gapRecheckMax)
+					break // an announced item is still above the head: read again
+				}
 				return page, false, nil
 			}
 			if status == port.WatchEnded {
 				return Page{}, true, nil
 			}
 			if pub.VisibleSeq > *pos {
+				if pub.VisibleSeq != math.MaxUint64 { // a poller's "something may have committed" is no item
+					pending = max(pending, pub.VisibleSeq)
+				}
 				break // something committed after what we read: read the durable feed again
 			}
 		}

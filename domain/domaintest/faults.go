@@ -235,9 +235,13 @@ func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op)
 		return mxOther, nil
 	}
 	var first uint64
-	if tx.Counter != nil {
+	ctr := tx.Counter
+	if tx.Seq != nil {
+		ctr = &tx.Seq.Counter
+	}
+	if ctr != nil {
 		first = 1
-		if it, found, err := s.ItemStore.Get(ctx, *tx.Counter); err == nil && found {
+		if it, found, err := s.ItemStore.Get(ctx, *ctr); err == nil && found {
 			if n, err := strconv.ParseUint(it.Attr(port.CounterAttr), 10, 64); err == nil {
 				first = n + 1
 			}
@@ -251,16 +255,16 @@ func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op)
 	if json.Unmarshal(ops[0].Item.Data, &sub) != nil {
 		return mxOther, ops
 	}
-	if sub.Operation == domain.OpBlobCommit && tx.Counter == nil && sub.State == domain.StateCommitted {
+	if sub.Operation == domain.OpBlobCommit && ctr == nil && sub.State == domain.StateCommitted {
 		return mxSeal, ops
 	}
 	if sub.Operation != domain.OpMessageSend {
 		return mxOther, ops
 	}
 	switch {
-	case tx.Counter == nil && sub.State == domain.StateReserved:
+	case ctr == nil && sub.State == domain.StateReserved:
 		return mxReserve, ops
-	case tx.Counter != nil && sub.State == domain.StateCommitted:
+	case ctr != nil && sub.State == domain.StateCommitted:
 		return mxCommit, ops
 	}
 	return mxOther, ops

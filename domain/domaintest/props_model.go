@@ -50,7 +50,7 @@ type mSpace struct {
 	id          string
 	defaultRcpt string
 	actors      []*mActor // chosen at random by actions
-	items       []*mItem  // index = visible_seq-1
+	items       []*mItem  // in visible_seq order (a store may skip values: gaps are allowed)
 	consumers   []*mConsumer
 	checkpoints map[string]*mCursor // scope → stored checkpoint
 	receipts    map[string]*mReceipt
@@ -86,7 +86,7 @@ type mCursor struct {
 }
 
 type mItem struct {
-	seq        int
+	seq        int // its visible_seq: from the commit's result, or learned from the first read (0 until then)
 	typ        domain.ItemType
 	producer   *mActor
 	recipients []string // sorted
@@ -307,6 +307,18 @@ func (c *mConsumer) matches(it *mItem) bool {
 	return true
 }
 
+// seqBefore is the highest visible_seq of the items committed before it (of all items when it is nil).
+func (sp *mSpace) seqBefore(it *mItem) int {
+	n := 0
+	for _, x := range sp.items {
+		if x == it {
+			break
+		}
+		n = max(n, x.seq)
+	}
+	return n
+}
+
 // list is what the consumer reads: its view, filtered, in visible_seq order.
 func (c *mConsumer) list() []*mItem {
 	var out []*mItem
@@ -326,7 +338,17 @@ func (w *mWorld) checkItem(what string, got domain.FeedItem, want *mItem) {
 		w.t.Helper()
 		w.fatalf("%s: item at visible_seq %s: %s is %v, model says %v", what, got.VisibleSeq, field, g, x)
 	}
-	if got.VisibleSeq != strconv.Itoa(want.seq) {
+	g, err := strconv.Atoi(got.VisibleSeq)
+	if err != nil {
+		bad("visible_seq", got.VisibleSeq, "a decimal number")
+	}
+	if want.seq == 0 { // learned now: it must lie above every item committed before it
+		if before := sp.seqBefore(want); g <= before {
+			bad("visible_seq (the model's item there is "+string(want.typ)+", committed after one at "+strconv.Itoa(before)+")", got.VisibleSeq, "more")
+		}
+		want.seq = g
+	}
+	if g != want.seq {
 		bad("visible_seq (the model's item there is "+string(want.typ)+")", got.VisibleSeq, want.seq)
 	}
 	if got.SpaceID != sp.id {
@@ -456,7 +478,7 @@ func (w *mWorld) checkCheckpoint(what string, c *mConsumer, got *string) {
 	}
 }
 
-// sync reads the observer to the end: the space feed must be exactly the model's items, gapless.
+// sync reads the observer to the end: the space feed must be exactly the model's items, in order.
 func (w *mWorld) sync(sp *mSpace) {
 	w.t.Helper()
 	if !w.readToEnd(sp.observer, 200) {
@@ -540,14 +562,15 @@ func (w *mWorld) send(s sendSpec) *mItem {
 	if thread != "" && res.ThreadID != thread {
 		w.fatalf("SendMessage: thread_id %s, want %s", res.ThreadID, thread)
 	}
-	it := &mItem{seq: len(sp.items) + 1, typ: domain.ItemMessage, producer: s.producer, recipients: rcpt,
+	seq, err := strconv.Atoi(res.VisibleSeq)
+	it := &mItem{seq: seq, typ: domain.ItemMessage, producer: s.producer, recipients: rcpt,
 		thread: res.ThreadID, msgID: res.MessageID, subject: s.subject, text: text}
 	if s.replyTo != nil {
 		id := s.replyTo.msgID
 		it.inReplyTo = &id
 	}
-	if res.SubmissionState != domain.StateCommitted || res.ResourceID != res.MessageID || res.VisibleSeq != strconv.Itoa(it.seq) {
-		w.fatalf("SendMessage: result %+v, want committed at visible_seq %d", res, it.seq)
+	if res.SubmissionState != domain.StateCommitted || res.ResourceID != res.MessageID || err != nil || seq <= sp.seqBefore(nil) {
+		w.fatalf("SendMessage: result %+v, want committed at a visible_seq above %d", res, sp.seqBefore(nil))
 	}
 	sp.items = append(sp.items, it)
 	w.sync(sp)
@@ -641,7 +664,7 @@ func (w *mWorld) ack(c *mConsumer, entries []ackEntry, cp *mCursor) bool {
 		if changed {
 			rec.stage, rec.version = want[it], rec.version+1
 			if it.typ != domain.ItemReceipt {
-				sp.items = append(sp.items, &mItem{seq: len(sp.items) + 1, typ: domain.ItemReceipt, producer: c.actor,
+				sp.items = append(sp.items, &mItem{typ: domain.ItemReceipt, producer: c.actor,
 					recipients: []string{it.producer.id}, thread: it.thread, acked: it, consumer: c, stage: rec.stage, version: rec.version})
 			}
 		}

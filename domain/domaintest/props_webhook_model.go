@@ -398,11 +398,12 @@ func (m *whModel) before(c *WebhookCall) {
 		return
 	}
 	seq, err := strconv.Atoi(c.Item.VisibleSeq)
-	if err != nil || seq < 1 || seq > len(m.feed) {
+	i := slices.IndexFunc(m.feed, func(fi domain.FeedItem) bool { return fi.VisibleSeq == c.Item.VisibleSeq })
+	if err != nil || i < 0 {
 		m.violate("slot %d: an attempt announces visible_seq %q, not a committed feed item (feed has %d)", s.idx, c.Item.VisibleSeq, len(m.feed))
 		return
 	}
-	fi := m.feed[seq-1]
+	fi := m.feed[i]
 	if mustJSON(fi) != mustJSON(c.Item) {
 		m.violate("slot %d: the attempt's event is not the feed item at %d:\nsent %s\nfeed %s", s.idx, seq, mustJSON(c.Item), mustJSON(fi))
 	}
@@ -673,7 +674,10 @@ func (m *whModel) upsert(s *whSlot) {
 		}
 	} else {
 		s.prev = ""
-		s.fromSeq = len(m.feed)
+		s.fromSeq = 0 // the head: the last item committed (values above it that are not visible were skipped)
+		if len(m.feed) > 0 {
+			s.fromSeq, _ = strconv.Atoi(m.feed[len(m.feed)-1].VisibleSeq)
+		}
 	}
 	s.subID, s.exists, s.stopped, s.expires, s.ttl, s.secret, s.tokenID = res.SubscriptionID, true, false, wantExp, n, secret, tok.id
 }

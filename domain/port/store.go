@@ -4,8 +4,9 @@
 //
 // The item store is modelled on DynamoDB: strongly consistent single-item reads, ordered range reads of one
 // partition, and all-or-nothing transactions of condition-guarded puts, deletes and checks. A transaction may
-// also allocate consecutive values of one counter; the allocation happens inside the transaction, so the
-// allocated numbers are visible exactly when the rest of the transaction is.
+// also take consecutive values of one counter: either a plain counter (Tx.Counter), allocated inside the
+// transaction, or a sequence (Tx.Seq), whose values number the slots of a feed and whose visible head
+// (ItemStore.Head) never passes a slot that may still be filled. See Sequence.
 package port
 
 import (
@@ -117,12 +118,49 @@ func Check(key Key, cond Cond) Op { return Op{Kind: OpCheck, Item: Item{Key: key
 // first+Count-1. Allocation never wraps: a value above Max fails with ErrCounterExhausted. Build may be called
 // more than once (adapters that use optimistic concurrency retry it), so it must be a pure function of its
 // argument. When Counter is nil, Build is called once with 0.
+//
+// When Seq is set instead (Counter and Seq are exclusive), the transaction takes Count consecutive values of
+// the sequence, with the same Max and Build rules, and Build must put each taken value's slot (see Sequence).
 type Tx struct {
 	Counter *Key
+	Seq     *Sequence
 	Count   uint64
 	Max     uint64
 	Build   func(first uint64) ([]Op, error)
 }
+
+// Sequence is a counter whose values number slots: the items {Slots, SlotSK(v)} of one partition (a space's
+// feed). A transaction with Tx.Seq takes Count consecutive values first…first+Count-1, and the ops Build
+// returns must include, for each of them, an OpPut of Slot(v) guarded by NotExists; a transaction without
+// them, or with an op on Counter or Head, is rejected (an invalid transaction). The values a space sees are
+// strictly increasing in commit order, but not necessarily consecutive, and readers bound their reads by
+// Head, never by the counter.
+//
+// How an adapter takes the values is its own choice, and they differ:
+//
+//   - inside the transaction (store/kv: mem, bolt): the counter item at Counter (attribute CounterAttr) is
+//     read and written in the transaction, so values are gapless and Head is the counter;
+//   - before the transaction (store/dynamo): values are reserved with one atomic update of the counter, then
+//     the transaction commits with every slot guarded. A slot whose transaction does not commit is voided
+//     (by its writer at once, or by a reader after a grace period), so values may be skipped. A void slot
+//     reads as absent (Get, Query) but is present to conditions: a put guarded by NotExists fails on it, so
+//     a late transaction can never fill it; Commit then takes new values and calls Build again. Head is
+//     a watermark kept in the item at Head (the adapter's own attributes; never read or written by ops).
+type Sequence struct {
+	// Counter holds the last value taken.
+	Counter Key
+	// Slots is the partition of the slots.
+	Slots string
+	// Head is where an adapter that takes values before the transaction keeps its watermark; other adapters
+	// ignore it.
+	Head Key
+}
+
+// SlotSK is the sort key of slot v: v in 20 decimal digits, so slots range-read in value order.
+func SlotSK(v uint64) string { return fmt.Sprintf("%020d", v) }
+
+// Slot returns the key of slot v.
+func (q Sequence) Slot(v uint64) Key { return Key{PK: q.Slots, SK: SlotSK(v)} }
 
 // CounterAttr is the attribute of a counter item that holds its last allocated value in decimal.
 const CounterAttr = "n"
@@ -149,6 +187,13 @@ type ItemStore interface {
 	Commit(ctx context.Context, tx Tx) (first uint64, err error)
 	// MaxOps is the largest number of ops (counter included) one transaction may hold.
 	MaxOps() int
+	// Head returns the visible head of a sequence: the highest value h such that every value up to h was
+	// taken and its slot is filled or void, so no slot at or below h can still be filled by a commit (0 when
+	// none). Readers that bound their reads by it never pass an item that commits later with a lower value.
+	// It never decreases, and once a Commit with Seq returns, Head soon covers its values (at once unless a
+	// lower value is still being committed). Adapters that reserve values may resolve slots while reading
+	// it: a slot left unfilled below a filled one for longer than a grace period is voided (see Sequence).
+	Head(ctx context.Context, seq Sequence) (uint64, error)
 }
 
 // ErrUnavailable marks a transient storage failure; the operation may be retried.

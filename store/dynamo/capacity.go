@@ -134,3 +134,9 @@ func ReadUnits(size int) float64 {
 func TxWriteUnits(size int) float64 {
 	return 2 * math.Max(1, math.Ceil(float64(size)/1024))
 }
+
+// WriteUnits is the write capacity a standard (non-transactional) write of an item of size bytes consumes:
+// one unit per 1 KB, rounded up, at least one.
+func WriteUnits(size int) float64 {
+	return math.Max(1, math.Ceil(float64(size)/1024))
+}

@@ -36,11 +36,14 @@ var errCounterMoved = errors.New("counter advanced concurrently")
 
 // prepared is one TransactWriteItems request built for one counter value.
 type prepared struct {
-	first   uint64
-	offset  int        // index of op 0 in the request (1 with a counter, whose update is action 0)
-	keys    []port.Key // key of each op, in Build's order
-	input   *dynamodb.TransactWriteItemsInput
-	estUnit float64 // estimated write units (lower bound)
+	first  uint64
+	offset int          // index of op 0 in the request (1 with a counter, whose update is action 0)
+	keys   []port.Key   // key of each op, in Build's order
+	slots  map[int]bool // indexes of the ops that fill the slots of a sequence
+	// slotItems holds the payload each slot is filled with, by sort key (to recognise one's own commit).
+	slotItems map[string][]byte
+	input     *dynamodb.TransactWriteItemsInput
+	estUnit   float64 // estimated write units (lower bound)
 }
 
 // Commit applies tx in one TransactWriteItems call, as described in the package documentation.
@@ -51,16 +54,19 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if tx.Build == nil {
 		return 0, fmt.Errorf("dynamo: commit: %w: nil Build", kv.ErrInvalidTx)
 	}
+	if _, err := kv.CounterKey(tx); err != nil {
+		return 0, fmt.Errorf("dynamo: commit: %w", err)
+	}
+	if tx.Seq != nil {
+		return s.commitSeq(ctx, tx)
+	}
 	if tx.Counter != nil {
 		if err := validKey(*tx.Counter); err != nil {
 			return 0, fmt.Errorf("dynamo: commit: counter: %w: %w", kv.ErrInvalidTx, err)
 		}
-		if tx.Count == 0 {
-			return 0, fmt.Errorf("dynamo: commit: %w: counter with Count 0", kv.ErrInvalidTx)
-		}
 	}
 	for round := 0; ; round++ {
-		p, err := s.prepare(ctx, tx)
+		p, err := s.prepare(ctx, tx, 0)
 		if err != nil {
 			return 0, err
 		}
@@ -85,11 +91,15 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 }
 
 // prepare reads the counter (if any), calls Build and turns the ops into a request. It returns a nil input
-// when there is nothing to write.
-func (s *Store) prepare(ctx context.Context, tx port.Tx) (*prepared, error) {
+// when there is nothing to write. With a sequence, seqFirst is the first value reserved (see commitSeq) and
+// the request carries no counter action.
+func (s *Store) prepare(ctx context.Context, tx port.Tx, seqFirst uint64) (*prepared, error) {
 	p := &prepared{}
 	var counter types.TransactWriteItem
 	counterSize := 0
+	if tx.Seq != nil {
+		p.first = seqFirst
+	}
 	if tx.Counter != nil {
 		cur, found, err := s.get(ctx, *tx.Counter)
 		if err != nil {
@@ -148,6 +158,9 @@ func (s *Store) prepare(ctx context.Context, tx port.Tx) (*prepared, error) {
 	if tx.Counter != nil {
 		seen[*tx.Counter] = -1
 	}
+	if tx.Seq != nil {
+		seen[tx.Seq.Counter] = -1
+	}
 	items := make([]types.TransactWriteItem, 0, total)
 	if tx.Counter != nil {
 		items = append(items, counter)
@@ -173,6 +186,18 @@ func (s *Store) prepare(ctx context.Context, tx port.Tx) (*prepared, error) {
 		}
 		items = append(items, twi)
 		p.estUnit += TxWriteUnits(size)
+	}
+	if tx.Seq != nil {
+		idx, err := kv.SlotOps(*tx.Seq, p.first, tx.Count, ops)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: commit: %w", err)
+		}
+		p.slots = make(map[int]bool, len(idx))
+		p.slotItems = make(map[string][]byte, len(idx))
+		for _, i := range idx {
+			p.slots[i] = true
+			p.slotItems[ops[i].Item.SK] = ops[i].Item.Data
+		}
 	}
 	if len(items) == 0 {
 		return p, nil
@@ -306,8 +331,9 @@ func (s *Store) send(ctx context.Context, p *prepared) error {
 }
 
 // cancelled maps the reasons of a cancelled transaction: a failed counter condition → errCounterMoved; a
-// failed op condition → *port.ConditionFailedError for the lowest such op; conflicts and throttling →
-// retry; anything else → an error naming the reasons.
+// failed op condition → *port.ConditionFailedError for the lowest such op other than a sequence slot; only
+// slot conditions failed → errSlotTaken (the slot was voided); conflicts and throttling → retry; anything
+// else → an error naming the reasons.
 func (s *Store) cancelled(p *prepared, tce *types.TransactionCanceledException) (retry bool, err error) {
 	reasons := tce.CancellationReasons
 	if len(reasons) != len(p.input.TransactItems) {
@@ -317,10 +343,18 @@ func (s *Store) cancelled(p *prepared, tce *types.TransactionCanceledException) 
 	if p.offset == 1 && aws.ToString(reasons[0].Code) == reasonCondition {
 		return false, errCounterMoved
 	}
+	slotTaken := false
 	for i := p.offset; i < len(reasons); i++ {
 		if aws.ToString(reasons[i].Code) == reasonCondition {
+			if p.slots[i-p.offset] {
+				slotTaken = true
+				continue
+			}
 			return false, &port.ConditionFailedError{Index: i - p.offset, Key: p.keys[i-p.offset]}
 		}
+	}
+	if slotTaken {
+		return false, fmt.Errorf("dynamo: commit: %w", errSlotTaken)
 	}
 	var other []string
 	for i, r := range reasons {

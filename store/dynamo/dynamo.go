@@ -75,6 +75,9 @@ type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	// UpdateItem and PutItem serve sequences: reservations, the watermark and void slots.
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
 // Options tune a Store. The zero value is usable.
@@ -92,6 +95,11 @@ type Options struct {
 	// a random duration in [0, min(MaxBackoff, BaseBackoff·2^k)). Defaults 10 ms and 1 s.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
+	// VoidGrace is how long a reserved slot may stay unfilled below a filled one, counted from when this
+	// Store first observed it missing, before Head voids it; default DefaultVoidGrace (10 s).
+	VoidGrace time.Duration
+	// Now tells the time the grace period is measured with; default time.Now.
+	Now func() time.Time
 }
 
 // Store is a port.ItemStore on one DynamoDB table. It is safe for concurrent use.
@@ -99,6 +107,7 @@ type Store struct {
 	api   API
 	table string
 	opts  Options
+	gaps  *gapLog
 }
 
 var _ port.ItemStore = (*Store)(nil)
@@ -124,7 +133,13 @@ func New(api API, table string, opts Options) (*Store, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = time.Second
 	}
-	return &Store{api: api, table: table, opts: opts}, nil
+	if opts.VoidGrace <= 0 {
+		opts.VoidGrace = DefaultVoidGrace
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{api: api, table: table, opts: opts, gaps: &gapLog{}}, nil
 }
 
 // Table returns the table name.
@@ -170,7 +185,7 @@ func (s *Store) get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 		size, n = ItemSize(out.Item), 1
 	}
 	s.report(Usage{Operation: "GetItem", Items: n, ReadUnits: ReadUnits(size)}, out.ConsumedCapacity)
-	if out.Item == nil {
+	if out.Item == nil || isVoid(out.Item) {
 		return port.Item{}, false, nil
 	}
 	it, err := decodeItem(out.Item)
@@ -243,6 +258,9 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 		}
 		s.report(Usage{Operation: "Query", Items: len(page.Items), ReadUnits: ReadUnits(size)}, page.ConsumedCapacity)
 		for _, av := range page.Items {
+			if isVoid(av) {
+				continue
+			}
 			it, err := decodeItem(av)
 			if err != nil {
 				return nil, fmt.Errorf("dynamo: query %q: %w", q.PK, err)

@@ -100,6 +100,11 @@ func (s *ItemStore) Query(ctx context.Context, q port.Query) ([]port.Item, error
 	return s.inner.Query(ctx, q)
 }
 
+// Head reads through the inner store; no fault is injected on it.
+func (s *ItemStore) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
+	return s.inner.Head(ctx, seq)
+}
+
 // errAbort carries a Before fault out of Build.
 type errAbort struct{ err error }
 

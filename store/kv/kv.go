@@ -7,11 +7,13 @@
 //
 //  1. validates the transaction shape (counter key, Count, Build);
 //  2. reads the counter (attribute port.CounterAttr, decimal, absent means 0) and allocates Count values,
-//     failing with port.ErrCounterExhausted when the last one would pass Max (no wrap-around);
+//     failing with port.ErrCounterExhausted when the last one would pass Max (no wrap-around); a sequence
+//     (Tx.Seq) is allocated the same way from its Counter item, inside the transaction, so it has no holes;
 //  3. calls Build with the first allocated value (0 without a counter);
 //  4. validates the ops: at most maxOps including the counter (port.ErrTooManyOps), known kinds, valid keys
 //     (see ValidateKey) and no two actions on one key, the counter included (ErrDuplicateKey, as DynamoDB
-//     forbids it);
+//     forbids it); with a sequence, a NotExists put of every allocated slot and no op on its Head key
+//     (ErrInvalidTx);
 //  5. evaluates every condition against the state before any write; the first failing op, in Build's
 //     order, is reported as a *port.ConditionFailedError and nothing is written;
 //  6. applies puts and deletes, then the counter update.
@@ -38,6 +40,11 @@ type View interface {
 	Put(it port.Item) error
 	// Delete removes the item at k; deleting an absent item is not an error.
 	Delete(k port.Key) error
+}
+
+// Getter reads single items, as View.Get.
+type Getter interface {
+	Get(k port.Key) (port.Item, bool, error)
 }
 
 // Ranger iterates one partition in ascending sort-key order (byte-wise).
@@ -75,6 +82,10 @@ var ErrInvalidQuery = errors.New("invalid query")
 
 // ErrCorrupt reports a stored value that cannot be decoded, such as a counter that is not decimal.
 var ErrCorrupt = errors.New("corrupt stored item")
+
+// ErrSlotMissing reports a sequence transaction whose ops do not put one of its allocated slots with a
+// NotExists condition (see port.Sequence). Errors wrapping it also wrap ErrInvalidTx.
+var ErrSlotMissing = errors.New("sequence slot not put")
 
 // ValidateKey checks that k has a non-empty partition key of at most MaxPKBytes and a non-empty sort key of
 // at most MaxSKBytes. DynamoDB rejects empty key attributes, so the embedded adapters do too.
@@ -141,16 +152,14 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		first, last uint64
 		counter     port.Item
 	)
-	if tx.Counter != nil {
-		if err := ValidateKey(*tx.Counter); err != nil {
-			return 0, fmt.Errorf("kv: commit: counter: %w: %w", ErrInvalidTx, err)
-		}
-		if tx.Count == 0 {
-			return 0, fmt.Errorf("kv: commit: %w: counter with Count 0", ErrInvalidTx)
-		}
-		cur, found, err := v.Get(*tx.Counter)
+	ctrKey, err := CounterKey(tx)
+	if err != nil {
+		return 0, fmt.Errorf("kv: commit: %w", err)
+	}
+	if ctrKey != nil {
+		cur, found, err := v.Get(*ctrKey)
 		if err != nil {
-			return 0, fmt.Errorf("kv: commit: read counter %s: %w", *tx.Counter, err)
+			return 0, fmt.Errorf("kv: commit: read counter %s: %w", *ctrKey, err)
 		}
 		n, err := CounterValue(cur, found)
 		if err != nil {
@@ -158,13 +167,13 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		}
 		if tx.Count > tx.Max || n > tx.Max-tx.Count {
 			return 0, fmt.Errorf("kv: commit: counter %s at %d, %d more would pass %d: %w",
-				*tx.Counter, n, tx.Count, tx.Max, port.ErrCounterExhausted)
+				*ctrKey, n, tx.Count, tx.Max, port.ErrCounterExhausted)
 		}
 		first, last = n+1, n+tx.Count
 		if found {
 			counter = CloneItem(cur)
 		}
-		counter.Key = *tx.Counter
+		counter.Key = *ctrKey
 		if counter.Attrs == nil {
 			counter.Attrs = make(map[string]string, 1)
 		}
@@ -178,15 +187,15 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 
 	// Shape validation.
 	n := len(ops)
-	if tx.Counter != nil {
+	if ctrKey != nil {
 		n++
 	}
 	if n > maxOps {
 		return 0, fmt.Errorf("kv: commit: %d actions (max %d): %w", n, maxOps, port.ErrTooManyOps)
 	}
 	seen := make(map[port.Key]int, n)
-	if tx.Counter != nil {
-		seen[*tx.Counter] = -1
+	if ctrKey != nil {
+		seen[*ctrKey] = -1
 	}
 	for i, op := range ops {
 		if err := validateOp(op); err != nil {
@@ -200,6 +209,11 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 			return 0, fmt.Errorf("kv: commit: op %d (%s) and %s: %w: %w", i, op.Item.Key, what, ErrInvalidTx, ErrDuplicateKey)
 		}
 		seen[op.Item.Key] = i
+	}
+	if tx.Seq != nil {
+		if _, err := SlotOps(*tx.Seq, first, tx.Count, ops); err != nil {
+			return 0, fmt.Errorf("kv: commit: %w", err)
+		}
 	}
 
 	if err := ctx.Err(); err != nil {
@@ -232,12 +246,90 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 			return 0, fmt.Errorf("kv: commit: apply op %d (%s): %w", i, op.Item.Key, err)
 		}
 	}
-	if tx.Counter != nil {
+	if ctrKey != nil {
 		if err := v.Put(counter); err != nil {
 			return 0, fmt.Errorf("kv: commit: write counter %s: %w", counter.Key, err)
 		}
 	}
 	return first, nil
+}
+
+// CounterKey validates the counter part of tx and returns the key of the item it allocates from: Counter,
+// the Counter of Seq, or nil when tx allocates nothing. Errors wrap ErrInvalidTx.
+func CounterKey(tx port.Tx) (*port.Key, error) {
+	var k *port.Key
+	switch {
+	case tx.Counter != nil && tx.Seq != nil:
+		return nil, fmt.Errorf("%w: both a counter and a sequence", ErrInvalidTx)
+	case tx.Counter != nil:
+		k = tx.Counter
+	case tx.Seq != nil:
+		k = &tx.Seq.Counter
+		if err := ValidateKey(tx.Seq.Head); err != nil {
+			return nil, fmt.Errorf("sequence head: %w: %w", ErrInvalidTx, err)
+		}
+		if err := ValidateKey(tx.Seq.Slot(0)); err != nil {
+			return nil, fmt.Errorf("sequence slots: %w: %w", ErrInvalidTx, err)
+		}
+		if tx.Seq.Head == tx.Seq.Counter || tx.Seq.Head.PK == tx.Seq.Slots || tx.Seq.Counter.PK == tx.Seq.Slots {
+			return nil, fmt.Errorf("%w: the counter, head and slots of a sequence must be apart", ErrInvalidTx)
+		}
+	default:
+		return nil, nil
+	}
+	if err := ValidateKey(*k); err != nil {
+		return nil, fmt.Errorf("counter: %w: %w", ErrInvalidTx, err)
+	}
+	if tx.Count == 0 {
+		return nil, fmt.Errorf("%w: counter with Count 0", ErrInvalidTx)
+	}
+	return k, nil
+}
+
+// SlotOps checks the ops of a sequence transaction that took count values from first: each slot must be
+// put exactly by one op guarded by NotExists, and no op may touch the sequence's Head. It returns the index
+// of each slot's op, in value order. Errors wrap ErrInvalidTx (and ErrSlotMissing for a missing slot).
+func SlotOps(seq port.Sequence, first, count uint64, ops []port.Op) ([]int, error) {
+	idx := make([]int, count)
+	for i := range idx {
+		idx[i] = -1
+	}
+	for i, op := range ops {
+		if op.Item.Key == seq.Head {
+			return nil, fmt.Errorf("op %d (%s) on the sequence head: %w: %w", i, op.Item.Key, ErrInvalidTx, ErrDuplicateKey)
+		}
+		if op.Item.PK != seq.Slots || op.Kind != port.OpPut || op.Cond.Kind != port.CondNotExists {
+			continue
+		}
+		for j := range idx {
+			if op.Item.SK == port.SlotSK(first+uint64(j)) {
+				idx[j] = i
+			}
+		}
+	}
+	for j, i := range idx {
+		if i < 0 {
+			return nil, fmt.Errorf("slot %s of value %d: %w: %w", seq.Slot(first+uint64(j)), first+uint64(j), ErrInvalidTx, ErrSlotMissing)
+		}
+	}
+	return idx, nil
+}
+
+// Head returns the visible head of seq on a store that allocates inside its transactions: the counter's
+// value, since every allocated value's slot is written in the transaction that allocated it.
+func Head(v Getter, seq port.Sequence) (uint64, error) {
+	if err := ValidateKey(seq.Counter); err != nil {
+		return 0, fmt.Errorf("kv: head: %w", err)
+	}
+	it, found, err := v.Get(seq.Counter)
+	if err != nil {
+		return 0, fmt.Errorf("kv: head: read counter %s: %w", seq.Counter, err)
+	}
+	n, err := CounterValue(it, found)
+	if err != nil {
+		return 0, fmt.Errorf("kv: head: %w", err)
+	}
+	return n, nil
 }
 
 func validateOp(op port.Op) error {

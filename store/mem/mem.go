@@ -67,6 +67,21 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	return items, nil
 }
 
+// Head returns the visible head of a sequence: its counter, which the store allocates inside the transaction
+// that writes the slots (see kv.Head).
+func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("mem: head: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, err := kv.Head(view{s}, seq)
+	if err != nil {
+		return 0, fmt.Errorf("mem: %w", err)
+	}
+	return n, nil
+}
+
 // Commit applies tx all or nothing (see store/kv).
 func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	s.mu.Lock()

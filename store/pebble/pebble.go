@@ -314,6 +314,29 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	return items, nil
 }
 
+// Head returns the visible head of a sequence as of the last durable commit: its counter, which kv.Commit
+// allocates inside the transaction that writes the slots (see kv.Head).
+func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("pebble: head: %w", err)
+	}
+	v, err := s.acquire()
+	if err != nil {
+		return 0, fmt.Errorf("pebble: head: %w", err)
+	}
+	defer s.release(v)
+	n, err := kv.Head(snapGetter{v.snap}, seq)
+	if err != nil {
+		return 0, fmt.Errorf("pebble: %w", err)
+	}
+	return n, nil
+}
+
+// snapGetter reads single items of a snapshot for kv.Head.
+type snapGetter struct{ snap *pdb.Snapshot }
+
+func (g snapGetter) Get(k port.Key) (port.Item, bool, error) { return get(g.snap, k) }
+
 // Commit applies tx all or nothing and returns once it is durable (see the package documentation).
 func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if err := ctx.Err(); err != nil {
