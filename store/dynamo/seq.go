@@ -37,7 +37,7 @@ const DefaultVoidGrace = 10 * time.Second
 // Bounds of the sequence machinery.
 const (
 	// slotScanLimit is how many slots one probe of the slot partition above the watermark reads.
-	slotScanLimit = 32
+	slotScanLimit = 8
 	// releaseTimeout bounds the calls that release a reservation after its transaction failed (they run
 	// even when the caller's context has ended).
 	releaseTimeout = 5 * time.Second

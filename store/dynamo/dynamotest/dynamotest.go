@@ -7,10 +7,14 @@ package dynamotest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	miniserver "github.com/truora/minidyn/server"
@@ -31,14 +35,56 @@ type Server struct {
 	URL string
 	// Client is an SDK client pointed at it.
 	Client *dynamodb.Client
-	srv    *httptest.Server
-	tables atomic.Int64
+	// RawURL and RawClient reach the emulator without the delays of StartWithLatency (empty and nil
+	// otherwise).
+	RawURL    string
+	RawClient *dynamodb.Client
+	srv       *httptest.Server
+	raw       *httptest.Server
+	tables    atomic.Int64
 }
 
 // Start starts an emulator; Close stops it.
 func Start() *Server {
 	srv := httptest.NewServer(miniserver.NewServer())
 	return &Server{URL: srv.URL, Client: NewClient(srv.URL), srv: srv}
+}
+
+// Latency is a delay added to each request the emulator serves, by kind of operation, to model the round
+// trips of DynamoDB in benchmarks (the emulator answers in microseconds). The delay is a sleep before the
+// request is served: it costs no CPU, so many requests wait at once as they would on the network.
+type Latency struct {
+	// Read applies to GetItem, Query and the other reads; Write to PutItem, UpdateItem, DeleteItem and the
+	// other non-transactional writes; Transact to TransactWriteItems and TransactGetItems.
+	Read, Write, Transact time.Duration
+}
+
+// of returns the delay of an operation named by its X-Amz-Target header (DynamoDB_20120810.<Operation>).
+func (l Latency) of(target string) time.Duration {
+	op := target[strings.LastIndexByte(target, '.')+1:]
+	switch op {
+	case "TransactWriteItems", "TransactGetItems":
+		return l.Transact
+	case "GetItem", "Query", "Scan", "BatchGetItem", "DescribeTable":
+		return l.Read
+	case "CreateTable", "DeleteTable", "UpdateTable":
+		return 0
+	}
+	return l.Write
+}
+
+// StartWithLatency starts an emulator whose URL serves each request after the delay of l, and whose
+// RawURL and RawClient reach the same tables without delay (for a benchmark's own bookkeeping).
+func StartWithLatency(l Latency) *Server {
+	h := miniserver.NewServer()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := l.of(r.Header.Get("X-Amz-Target")); d > 0 {
+			time.Sleep(d)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	raw := httptest.NewServer(h)
+	return &Server{URL: slow.URL, Client: NewClient(slow.URL), srv: slow, RawURL: raw.URL, RawClient: NewClient(raw.URL), raw: raw}
 }
 
 // New starts an emulator that stops when the test ends.
@@ -53,14 +99,22 @@ func New(t testing.TB) *Server {
 func (s *Server) Close() {
 	s.srv.CloseClientConnections()
 	s.srv.Close()
+	if s.raw != nil {
+		s.raw.CloseClientConnections()
+		s.raw.Close()
+	}
 }
 
 // NewClient returns an SDK client for the emulator at url: static test credentials, response checksum
-// validation off (minidyn sends no CRC32 header).
+// validation off (minidyn sends no CRC32 header), and enough idle connections kept for many concurrent
+// requests (the SDK keeps 10 per host; more concurrent callers would dial a new connection per request).
 func NewClient(url string) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:      Region,
 		Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = 256
+		}),
 	}, dynamo.ClientOptions(url))
 }
 

@@ -1,0 +1,164 @@
+package dynamo_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/dynamo"
+	"github.com/waypost/waypost/store/dynamo/dynamotest"
+)
+
+// benchLatency is the round trip the benchmark gives every emulator request.
+var benchLatency = dynamotest.Latency{Read: 5 * time.Millisecond, Write: 5 * time.Millisecond, Transact: 15 * time.Millisecond}
+
+// countingAPI counts the TransactWriteItems calls the store makes (retries included).
+type countingAPI struct {
+	dynamo.API
+	tx atomic.Int64
+}
+
+func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.tx.Add(1)
+	return c.API.TransactWriteItems(ctx, in, o...)
+}
+
+// BenchmarkSpaceWriters measures how many commits per second one space takes from concurrent writers on
+// DynamoDB: writers=1, 16 and 64 goroutines commit, through Store.Commit's real path (reservation, one
+// TransactWriteItems with the slot guarded, watermark), transactions of three puts each as a message send
+// writes them: the feed item (the sequence slot), the recipient's inbox entry and the message record. Every
+// emulator request is delayed as a DynamoDB round trip would be (5 ms per read or non-transactional write,
+// 15 ms per TransactWriteItems; a sleep, not CPU). Metrics: commits/s, attempts/commit
+// (TransactWriteItems calls per successful commit) and p99-ms (commit latency).
+//
+// minidyn copies the whole table for every TransactWriteItems (its rollback snapshot), so a table that
+// grows by thousands of items would make the emulator, not the store, the bottleneck. A janitor therefore
+// deletes, through an undelayed endpoint, the items of commits more than 200 values below the watermark;
+// the store never reads there.
+func BenchmarkSpaceWriters(b *testing.B) {
+	srv := dynamotest.StartWithLatency(benchLatency)
+	b.Cleanup(srv.Close)
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			benchWriters(b, srv, writers)
+		})
+	}
+}
+
+func benchWriters(b *testing.B, srv *dynamotest.Server, writers int) {
+	table := srv.Table(b)
+	api := &countingAPI{API: srv.Client}
+	st, err := dynamo.New(api, table, dynamo.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seq := port.Sequence{Counter: port.Key{PK: "SP#bench", SK: "SEQ"}, Slots: "FD#bench", Head: port.Key{PK: "SH#bench", SK: "HEAD"}}
+	payload := make([]byte, 480) // a typical feed item, inbox copy and message record: about 0.5 KB each
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	stop := startJanitor(srv.RawClient, table, seq)
+	defer stop()
+
+	var next atomic.Int64
+	lat := make([][]time.Duration, writers)
+	errs := make(chan error, writers)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				_, err := st.Commit(context.Background(), port.Tx{Seq: &seq, Count: 1, Max: 1 << 53, Build: func(v uint64) ([]port.Op, error) {
+					return []port.Op{
+						port.Put(port.Item{Key: seq.Slot(v), Data: payload}, port.NotExists()),
+						port.Put(port.Item{Key: port.Key{PK: "IN#bench#rcpt", SK: port.SlotSK(v)}, Data: payload}, port.NotExists()),
+						port.Put(port.Item{Key: port.Key{PK: "MS#bench#" + port.SlotSK(v), SK: "MSG"}, Data: payload}, port.NotExists()),
+					}, nil
+				}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	p99 := all[min(len(all)-1, len(all)*99/100)]
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+	b.ReportMetric(float64(api.tx.Load())/float64(b.N), "attempts/commit")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+}
+
+// startJanitor deletes, every 50 ms, the benchmark items of values more than 200 below the watermark (see
+// BenchmarkSpaceWriters). It returns a function that stops it.
+func startJanitor(client *dynamodb.Client, table string, seq port.Sequence) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var cleared uint64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: keyOf(seq.Head), ConsistentRead: aws.Bool(true)})
+			if err != nil || out.Item == nil {
+				continue
+			}
+			n, ok := out.Item[dynamo.AttrHead].(*types.AttributeValueMemberN)
+			if !ok {
+				continue
+			}
+			h, _ := strconv.ParseUint(n.Value, 10, 64)
+			var reqs []types.WriteRequest
+			flush := func() {
+				if len(reqs) > 0 {
+					_, _ = client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})
+					reqs = reqs[:0]
+				}
+			}
+			for ; cleared < h; cleared++ {
+				v := cleared + 1
+				for _, k := range []port.Key{seq.Slot(v), {PK: "IN#bench#rcpt", SK: port.SlotSK(v)}, {PK: "MS#bench#" + port.SlotSK(v), SK: "MSG"}} {
+					reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: keyOf(k)}})
+					if len(reqs) == 25 {
+						flush()
+					}
+				}
+			}
+			flush()
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func keyOf(k port.Key) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dynamo.AttrPK: &types.AttributeValueMemberS{Value: k.PK}, dynamo.AttrSK: &types.AttributeValueMemberS{Value: k.SK}}
+}
