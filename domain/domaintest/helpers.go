@@ -155,6 +155,12 @@ type Observer struct {
 // ActorID is the observer's actor.
 func (o *Observer) ActorID() string { return o.actor }
 
+// ConsumerID is the observer's space_log consumer.
+func (o *Observer) ConsumerID() string { return o.consumer }
+
+// Token is the observer's all-scopes token.
+func (o *Observer) Token() string { return o.token }
+
 // All returns the whole feed of the space, checking that visible_seq strictly increases from 1 on. A store
 // may skip values (a transaction that reserved one and did not commit), so gaps are allowed.
 func (o *Observer) All() []domain.FeedItem {
