@@ -75,3 +75,10 @@ func streamValue(v events.DynamoDBAttributeValue) (out types.AttributeValue, err
 	}
 	return nil, fmt.Errorf("unknown data type %d", v.DataType())
 }
+
+// VoidImage reports whether a stream image is a void sequence slot (see the package documentation,
+// "Sequences"): a marker, not an item the domain wrote, which readers of the stream must skip.
+func VoidImage(image map[string]events.DynamoDBAttributeValue) bool {
+	v, ok := image[AttrVoid]
+	return ok && v.DataType() == events.DataTypeBoolean && v.Boolean()
+}

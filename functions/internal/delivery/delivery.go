@@ -94,7 +94,7 @@ type DispatchResult struct {
 // batch item failure, so Lambda retries the batch from that record on (with bisect-on-error and a failure
 // destination set on the event source mapping). Repeating a record is harmless: delivery IDs are derived
 // from (subscription, item) and created only once. REMOVE records and items other than feed items are
-// ignored (the domain picks the feed items).
+// ignored (the domain picks the feed items), and so are void sequence slots (dynamo.VoidImage).
 func (h *DispatchHandler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	start := time.Now()
 	res := DispatchResult{Records: len(ev.Records)}
@@ -105,6 +105,9 @@ func (h *DispatchHandler) Handle(ctx context.Context, ev events.DynamoDBEvent) (
 	for i, rec := range ev.Records {
 		if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
 			continue
+		}
+		if dynamo.VoidImage(rec.Change.NewImage) {
+			continue // a void visible_seq slot: no item was committed there
 		}
 		it, err := dynamo.ItemFromStreamImage(rec.Change.NewImage)
 		if err != nil {

@@ -215,6 +215,14 @@ func TestDispatchHandler(t *testing.T) {
 	if resp, err := w.dispatch.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
 		t.Fatalf("repeated batch: %+v, %v", resp, err)
 	}
+	// A void visible_seq slot (a reservation whose transaction never committed) announces nothing.
+	void := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{EventName: "INSERT", Change: events.DynamoDBStreamRecord{
+		SequenceNumber: "void-1", NewImage: map[string]events.DynamoDBAttributeValue{
+			"pk": events.NewStringAttribute("FD#" + w.space), "sk": events.NewStringAttribute("00000000000000000099"),
+			dynamo.AttrVoid: events.NewBooleanAttribute(true)}}}}}
+	if resp, err := w.dispatch.Handle(ctx, void); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
+		t.Fatalf("void slot: %+v, %v", resp, err)
+	}
 	// REMOVE records and records of other items change nothing.
 	rm := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{
 		Keys: feed[0].Change.Keys, SequenceNumber: "1"}}}}
