@@ -502,12 +502,31 @@ func (s *Service) referencableBlob(ctx context.Context, p *Principal, blobID str
 // SweepUploads expires unsealed uploads whose time passed: it first marks each one expiring under a
 // condition on the pending state (so a concurrent seal and the sweep have one winner), then deletes the
 // bytes, then marks it expired. It returns how many uploads it expired.
+//
+// The expiry index is sharded: the sweep works it shard by shard, at most limit entries in all.
 func (s *Service) SweepUploads(ctx context.Context, limit int) (int, error) {
 	now := s.clock.Now().UTC()
-	due, err := s.store.Query(ctx, port.Query{PK: pkUploadExpiry, UpTo: now.Format("20060102T150405.000000000Z") + "#~", Limit: limit}) // "~" sorts after every ID character
-	if err != nil {
-		return 0, fmt.Errorf("sweep: listing expired uploads: %w", err)
+	n, seen := 0, 0
+	for _, pk := range indexPartitions(pkUploadExpiry) {
+		if seen >= limit {
+			break
+		}
+		due, err := s.store.Query(ctx, port.Query{PK: pk, UpTo: now.Format("20060102T150405.000000000Z") + "#~", Limit: limit - seen}) // "~" sorts after every ID character
+		if err != nil {
+			return n, fmt.Errorf("sweep: listing expired uploads: %w", err)
+		}
+		seen += len(due)
+		k, err := s.sweepUploads(ctx, due)
+		n += k
+		if err != nil {
+			return n, err
+		}
 	}
+	return n, nil
+}
+
+// sweepUploads expires the uploads of due entries of the expiry index and returns how many it expired.
+func (s *Service) sweepUploads(ctx context.Context, due []port.Item) (int, error) {
 	n := 0
 	for _, d := range due {
 		parts := strings.SplitN(d.SK, "#", 3)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -253,25 +254,28 @@ func (s *Service) wakeDelivery(ctx context.Context, ref port.DeliveryRef, at tim
 // the next pass derives them again from the feed.
 func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 	var res DispatchResult
-	after := ""
-	for {
-		markers, err := s.store.Query(ctx, port.Query{PK: pkDispatch, After: after, Limit: 1000})
-		if err != nil {
-			return res, fmt.Errorf("reading dispatch positions: %w", err)
-		}
-		for _, m := range markers {
-			r, err := s.dispatchSpace(ctx, m)
-			res.Items += r.Items
-			res.Deliveries += r.Deliveries
+	for _, pk := range indexPartitions(pkDispatch) {
+		after := ""
+		for {
+			markers, err := s.store.Query(ctx, port.Query{PK: pk, After: after, Limit: 1000})
 			if err != nil {
-				return res, err
+				return res, fmt.Errorf("reading dispatch positions: %w", err)
 			}
+			for _, m := range markers {
+				r, err := s.dispatchSpace(ctx, m)
+				res.Items += r.Items
+				res.Deliveries += r.Deliveries
+				if err != nil {
+					return res, err
+				}
+			}
+			if len(markers) < 1000 {
+				break
+			}
+			after = markers[len(markers)-1].SK
 		}
-		if len(markers) < 1000 {
-			return res, nil
-		}
-		after = markers[len(markers)-1].SK
 	}
+	return res, nil
 }
 
 func (s *Service) dispatchSpace(ctx context.Context, marker port.Item) (DispatchResult, error) {
@@ -330,13 +334,20 @@ func (s *Service) dispatchSpace(ctx context.Context, marker port.Item) (Dispatch
 	return res, nil
 }
 
-// DueDeliveries returns deliveries whose next attempt is due at now, oldest first, at most limit.
+// DueDeliveries returns deliveries whose next attempt is due at now, oldest first, at most limit. The due
+// index is sharded: each shard is read (oldest first, at most limit), and the oldest of all are returned.
 func (s *Service) DueDeliveries(ctx context.Context, limit int) ([]port.DeliveryRef, error) {
 	now := s.clock.Now().UTC()
-	items, err := s.store.Query(ctx, port.Query{PK: pkDue, UpTo: now.Format(dueTimeFormat) + "#~", Limit: limit})
-	if err != nil {
-		return nil, fmt.Errorf("reading due deliveries: %w", err)
+	var items []port.Item
+	for _, pk := range indexPartitions(pkDue) {
+		shard, err := s.store.Query(ctx, port.Query{PK: pk, UpTo: now.Format(dueTimeFormat) + "#~", Limit: limit})
+		if err != nil {
+			return nil, fmt.Errorf("reading due deliveries: %w", err)
+		}
+		items = append(items, shard...)
 	}
+	slices.SortFunc(items, func(a, b port.Item) int { return strings.Compare(a.SK, b.SK) })
+	items = items[:min(len(items), limit)]
 	out := make([]port.DeliveryRef, 0, len(items))
 	for _, it := range items {
 		parts := strings.SplitN(it.SK, "#", 3)
@@ -350,14 +361,23 @@ func (s *Service) DueDeliveries(ctx context.Context, limit int) ([]port.Delivery
 
 // NextDue returns when the earliest delivery attempt is due (false when none is queued).
 func (s *Service) NextDue(ctx context.Context) (time.Time, bool, error) {
-	items, err := s.store.Query(ctx, port.Query{PK: pkDue, Limit: 1})
-	if err != nil || len(items) == 0 {
-		return time.Time{}, false, err
+	first := ""
+	for _, pk := range indexPartitions(pkDue) {
+		items, err := s.store.Query(ctx, port.Query{PK: pk, Limit: 1})
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if len(items) > 0 && (first == "" || items[0].SK < first) {
+			first = items[0].SK
+		}
 	}
-	ts, _, _ := strings.Cut(items[0].SK, "#")
+	if first == "" {
+		return time.Time{}, false, nil
+	}
+	ts, _, _ := strings.Cut(first, "#")
 	t, err := time.Parse(dueTimeFormat, ts)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("malformed due entry %q: %w", items[0].SK, err)
+		return time.Time{}, false, fmt.Errorf("malformed due entry %q: %w", first, err)
 	}
 	return t, true, nil
 }
@@ -556,9 +576,13 @@ func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Deli
 // dropDue removes the due entries of a delivery that no longer exists or is finished (bounded scan of what
 // is due now), each in a transaction with unchanged, the check that the record is still as read.
 func (s *Service) dropDue(ctx context.Context, ref port.DeliveryRef, now time.Time, unchanged port.Op) {
-	items, err := s.store.Query(ctx, port.Query{PK: pkDue, UpTo: now.Add(attemptLease).Format(dueTimeFormat) + "#~", Limit: 1000})
-	if err != nil {
-		return
+	var items []port.Item
+	for _, pk := range []string{pkDueShard(ref.SpaceID, ref.DeliveryID), pkDue} { // its shard, and the unsharded partition
+		shard, err := s.store.Query(ctx, port.Query{PK: pk, UpTo: now.Add(attemptLease).Format(dueTimeFormat) + "#~", Limit: 1000})
+		if err != nil {
+			return
+		}
+		items = append(items, shard...)
 	}
 	suffix := "#" + ref.SpaceID + "#" + ref.DeliveryID
 	for _, it := range items {

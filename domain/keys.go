@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -104,11 +105,35 @@ func keyBlobRef(space, blob, ref string) port.Key {
 	return port.Key{PK: pkBlobRefs(space, blob), SK: ref}
 }
 
-// pkUploadExpiry is the partition of unsealed uploads ordered by expiry, worked by the sweeper.
+// indexShards is how many partitions each deployment-wide index is spread over: the upload expiry index
+// (UX), the webhook dispatch positions (WD) and the due index of delivery attempts (WQ). As one partition
+// each, they would cap upload expiry and webhook delivery of the whole deployment at one DynamoDB
+// partition's throughput (1,000 writes/s); an entry's shard is a hash of its identity, and readers sweep
+// the index shard by shard. Entries written before the sharding stay in the unsharded partition (the base
+// name), which readers sweep too, until it is empty.
+const indexShards = 16
+
+// indexShard returns the shard partition of an index entry: base#NN, NN a hash of identity.
+func indexShard(base, identity string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(identity))
+	return fmt.Sprintf("%s#%02d", base, h.Sum32()%indexShards)
+}
+
+// indexPartitions lists every partition of an index: its shards, then its unsharded partition.
+func indexPartitions(base string) []string {
+	out := make([]string, 0, indexShards+1)
+	for i := range indexShards {
+		out = append(out, fmt.Sprintf("%s#%02d", base, i))
+	}
+	return append(out, base)
+}
+
+// pkUploadExpiry is the upload expiry index: unsealed uploads ordered by expiry, worked by the sweeper.
 const pkUploadExpiry = "UX"
 
 func keyUploadExpiry(expires time.Time, space, upload string) port.Key {
-	return port.Key{PK: pkUploadExpiry, SK: expires.UTC().Format("20060102T150405.000000000Z") + "#" + space + "#" + upload}
+	return port.Key{PK: indexShard(pkUploadExpiry, space+"#"+upload), SK: expires.UTC().Format("20060102T150405.000000000Z") + "#" + space + "#" + upload}
 }
 
 func blobObjectKey(space, blob string) string { return "spaces/" + space + "/blobs/" + blob }
@@ -156,7 +181,12 @@ func keySubHealth(space, sub string) port.Key { return port.Key{PK: "WH#" + spac
 // derived deliveries from the space feed.
 const pkDispatch = "WD"
 
-func keyDispatch(space string) port.Key { return port.Key{PK: pkDispatch, SK: space} }
+func keyDispatch(space string) port.Key {
+	return port.Key{PK: indexShard(pkDispatch, space), SK: space}
+}
+
+// keyDispatchUnsharded is where a space's dispatch position was kept before the index was sharded.
+func keyDispatchUnsharded(space string) port.Key { return port.Key{PK: pkDispatch, SK: space} }
 
 func pkDeliveries(space string) string { return "DL#" + space }
 func keyDelivery(space, delivery string) port.Key {
@@ -169,5 +199,8 @@ const pkDue = "WQ"
 const dueTimeFormat = "20060102T150405.000000000Z"
 
 func keyDue(at time.Time, space, delivery string) port.Key {
-	return port.Key{PK: pkDue, SK: at.UTC().Format(dueTimeFormat) + "#" + space + "#" + delivery}
+	return port.Key{PK: pkDueShard(space, delivery), SK: at.UTC().Format(dueTimeFormat) + "#" + space + "#" + delivery}
 }
+
+// pkDueShard is the shard of the due index that holds a delivery's entries.
+func pkDueShard(space, delivery string) string { return indexShard(pkDue, space+"#"+delivery) }

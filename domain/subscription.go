@@ -386,9 +386,15 @@ func (s *Service) prepareUpsert(ctx context.Context, p *Principal, subID string,
 		port.Put(item(keyConsumerSubs(p.SpaceID, req.ConsumerID), consumerSubs{IDs: append(live, subID)},
 			attrVersion, itoa(attrInt(idxItem, attrVersion)+1)), idxCond),
 	}
-	if _, found, err := s.store.Get(ctx, keyDispatch(p.SpaceID)); err != nil {
+	// A dispatch position is created once per space (one kept from before the index was sharded still works).
+	_, marked, err := s.store.Get(ctx, keyDispatch(p.SpaceID))
+	if err == nil && !marked {
+		_, marked, err = s.store.Get(ctx, keyDispatchUnsharded(p.SpaceID))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("reading dispatch position: %w", err)
-	} else if !found {
+	}
+	if !marked {
 		ops = append(ops, port.Put(port.Item{Key: keyDispatch(p.SpaceID), Attrs: map[string]string{attrPos: fmt.Sprint(head)}}, port.NotExists()))
 	}
 	res := sub.result(now)
