@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,23 +47,26 @@ type AttemptRecord struct {
 // Delivery is the durable record of one (event, subscription) pair: what is owed to whom and how the
 // attempts went (RFC §12.4).
 type Delivery struct {
-	DeliveryID     string          `json:"delivery_id"`
-	SpaceID        string          `json:"space_id"`
-	SubscriptionID string          `json:"subscription_id"`
-	ConsumerID     string          `json:"consumer_id"`
-	EventID        string          `json:"event_id"`
-	EventType      string          `json:"event_type"`
-	VisibleSeq     string          `json:"visible_seq"`
-	URL            string          `json:"url"`
-	State          string          `json:"state"`
-	Attempts       int             `json:"attempts"`
-	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
-	LeaseUntil     *time.Time      `json:"lease_until,omitempty"`
-	FailureReason  string          `json:"failure_reason,omitempty"`
-	PurgeAt        *time.Time      `json:"purge_at,omitempty"` // delivered markers only
-	History        []AttemptRecord `json:"attempts_log"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	DeliveryID     string     `json:"delivery_id"`
+	SpaceID        string     `json:"space_id"`
+	SubscriptionID string     `json:"subscription_id"`
+	ConsumerID     string     `json:"consumer_id"`
+	EventID        string     `json:"event_id"`
+	EventType      string     `json:"event_type"`
+	VisibleSeq     string     `json:"visible_seq"`
+	URL            string     `json:"url"`
+	State          string     `json:"state"`
+	Attempts       int        `json:"attempts"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LeaseUntil     *time.Time `json:"lease_until,omitempty"`
+	FailureReason  string     `json:"failure_reason,omitempty"`
+	PurgeAt        *time.Time `json:"purge_at,omitempty"` // delivered markers only, purged through the due index
+	// ExpiresAt is when a delivered marker expires on a store that deletes expired items itself (DynamoDB
+	// time to live): such a marker has no due entry.
+	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
+	History   []AttemptRecord `json:"attempts_log"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 // dueAt is when the delivery's current due-index entry is, if any.
@@ -398,10 +402,17 @@ func replaceDue(old, cur Delivery) []port.Op {
 	return ops
 }
 
-// saveDelivery replaces a delivery read at version it, moving its due entry.
+// saveDelivery replaces a delivery read at version it, moving its due entry. A delivered marker carries its
+// expiry (port.AttrExpires).
 func (s *Service) saveDelivery(ctx context.Context, it port.Item, old, cur Delivery) (port.Item, error) {
 	v := itoa(attrInt(it, attrVersion) + 1)
 	next := item(it.Key, cur, attrVersion, v)
+	if exp := cur.PurgeAt; cur.State == DeliveryDelivered && (exp != nil || cur.ExpiresAt != nil) {
+		if exp == nil {
+			exp = cur.ExpiresAt
+		}
+		next.Attrs[port.AttrExpires] = strconv.FormatInt(exp.Unix(), 10)
+	}
 	ops := append([]port.Op{port.Put(next, port.AttrEquals(attrVersion, it.Attr(attrVersion)))}, replaceDue(old, cur)...)
 	_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
 	return next, err
@@ -556,8 +567,9 @@ func (s *Service) feedItemOf(ctx context.Context, d Delivery) (FeedItem, port.It
 	return getRecord[FeedItem](ctx, s.store, keyFeed(d.SpaceID, seq))
 }
 
-// finishAttempt records an attempt's outcome: a delivered record becomes a marker, due for removal when
-// deliveredRetention ends.
+// finishAttempt records an attempt's outcome: a delivered record becomes a marker, removed when
+// deliveredRetention ends: by the store's own expiry when it has one (DynamoDB time to live), otherwise by
+// the due index (its purge entry).
 func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Delivery, delivered bool) error {
 	if !delivered {
 		if _, err := s.saveDelivery(ctx, it, old, cur); err != nil {
@@ -566,7 +578,12 @@ func (s *Service) finishAttempt(ctx context.Context, it port.Item, old, cur Deli
 		return nil
 	}
 	purge := cur.UpdatedAt.Add(deliveredRetention)
-	cur.State, cur.NextAttemptAt, cur.PurgeAt = DeliveryDelivered, nil, &purge
+	cur.State, cur.NextAttemptAt = DeliveryDelivered, nil
+	if s.expires {
+		cur.ExpiresAt = &purge // the store deletes it: no due entry, no sweep
+	} else {
+		cur.PurgeAt = &purge
+	}
 	if _, err := s.saveDelivery(ctx, it, old, cur); err != nil {
 		return fmt.Errorf("recording delivery: %w", err)
 	}

@@ -71,6 +71,7 @@ type Service struct {
 	retryPolicy   retry.Policy
 	waitsPerSpace int
 	rates         *rateLimiter
+	expires       bool // the store deletes items past port.AttrExpires by itself
 }
 
 // New returns a Service over the given ports.
@@ -96,6 +97,9 @@ func New(cfg Config) (*Service, error) {
 		defRates = *cfg.RateLimits
 	}
 	s.rates = newRateLimiter(defRates)
+	if e, ok := cfg.Store.(port.Expirer); ok {
+		s.expires = e.ExpiresItems()
+	}
 	s.webhooks, s.deliveryQueue, s.retryPolicy = cfg.Webhooks, cfg.DeliveryQueue, retry.DefaultPolicy()
 	if cfg.WebhookRetry != nil {
 		s.retryPolicy = *cfg.WebhookRetry

@@ -165,6 +165,18 @@ func (q Sequence) Slot(v uint64) Key { return Key{PK: q.Slots, SK: SlotSK(v)} }
 // CounterAttr is the attribute of a counter item that holds its last allocated value in decimal.
 const CounterAttr = "n"
 
+// AttrExpires marks a time-limited item: its value is the Unix time (seconds, decimal) after which the item
+// may be deleted. A store that expires items by itself (see Expirer) deletes it some time after that; the
+// others keep it until it is deleted. Either way the item stays readable until it is gone.
+const AttrExpires = "expires"
+
+// Expirer is implemented by item stores that may delete items past their AttrExpires time by themselves
+// (DynamoDB's time to live, which deletes within days, not at once). A store without it, or whose
+// ExpiresItems is false, never deletes an item on its own.
+type Expirer interface {
+	ExpiresItems() bool
+}
+
 // Query is an ordered range read of one partition.
 type Query struct {
 	PK string

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,12 +19,18 @@ func keyAV(k port.Key) map[string]types.AttributeValue {
 	}
 }
 
-// encodeItem is the DynamoDB item of it: key, one a_X string per attribute, and the payload when not empty.
+// encodeItem is the DynamoDB item of it: key, one a_X string per attribute, and the payload when not empty;
+// an item with a decimal port.AttrExpires also gets it as the number attribute AttrTTL.
 // The values are copied, so the caller may change it afterwards.
 func encodeItem(it port.Item) map[string]types.AttributeValue {
 	av := keyAV(it.Key)
 	for name, v := range it.Attrs {
 		av[AttrPrefix+name] = &types.AttributeValueMemberS{Value: v}
+	}
+	if exp, ok := it.Attrs[port.AttrExpires]; ok {
+		if n, err := strconv.ParseUint(exp, 10, 64); err == nil {
+			av[AttrTTL] = number(n) // the table's time-to-live attribute (see Options.TTL)
+		}
 	}
 	if len(it.Data) > 0 {
 		av[AttrData] = &types.AttributeValueMemberB{Value: append([]byte(nil), it.Data...)}

@@ -67,6 +67,8 @@ const (
 	AttrSK     = "sk" // sort key (S)
 	AttrData   = "d"  // payload (B)
 	AttrPrefix = "a_" // prefix of condition attributes (S)
+	// AttrTTL is the table's time-to-live attribute (N, Unix seconds): a copy of port.AttrExpires.
+	AttrTTL = "ttl"
 )
 
 // API is the part of the DynamoDB client the store uses; *dynamodb.Client implements it. Tests wrap it to
@@ -100,6 +102,9 @@ type Options struct {
 	VoidGrace time.Duration
 	// Now tells the time the grace period is measured with; default time.Now.
 	Now func() time.Time
+	// TTL says that the table has DynamoDB time to live enabled on AttrTTL (the CDK app enables it), so
+	// items with port.AttrExpires are deleted after that time: ExpiresItems reports it.
+	TTL bool
 }
 
 // Store is a port.ItemStore on one DynamoDB table. It is safe for concurrent use.
@@ -147,6 +152,11 @@ func (s *Store) Table() string { return s.table }
 
 // MaxOps returns MaxOps.
 func (s *Store) MaxOps() int { return MaxOps }
+
+var _ port.Expirer = (*Store)(nil)
+
+// ExpiresItems reports Options.TTL: whether DynamoDB deletes items past their port.AttrExpires time.
+func (s *Store) ExpiresItems() bool { return s.opts.TTL }
 
 // Get reads one item with strong consistency.
 func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {

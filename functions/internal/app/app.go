@@ -159,7 +159,7 @@ func (e Env) Service(logger *slog.Logger, opts ServiceOptions) (*domain.Service,
 			return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
 		}
 	}
-	st, err := dynamo.New(dynamodb.NewFromConfig(e.AWS, dynamo.ClientOptions(cfg.DynamoDBEndpoint)), cfg.Table, dynamo.Options{})
+	st, err := dynamo.New(dynamodb.NewFromConfig(e.AWS, dynamo.ClientOptions(cfg.DynamoDBEndpoint)), cfg.Table, dynamo.Options{TTL: true}) // the CDK table has time to live on "ttl"
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
 	}
