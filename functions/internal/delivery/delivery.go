@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
@@ -70,7 +72,12 @@ func start(_ context.Context, env app.Env, logger *slog.Logger) (app.Served, err
 		return app.Served{}, err
 	}
 	if env.Name == Dispatcher {
-		return app.Served{Lambda: (&DispatchHandler{Svc: svc, Logger: logger}).Handle, Svc: svc}, nil
+		streams := dynamodbstreams.NewFromConfig(env.AWS, func(o *dynamodbstreams.Options) {
+			if env.Config.DynamoDBEndpoint != "" {
+				o.BaseEndpoint = aws.String(env.Config.DynamoDBEndpoint)
+			}
+		})
+		return app.Served{Lambda: (&DispatchHandler{Svc: svc, Logger: logger, Streams: streams}).Invoke, Svc: svc}, nil
 	}
 	return app.Served{Lambda: (&DeliverHandler{Svc: svc, Queue: queue, Logger: logger}).Handle, Svc: svc}, nil
 }
@@ -79,6 +86,8 @@ func start(_ context.Context, env app.Env, logger *slog.Logger) (app.Served, err
 type DispatchHandler struct {
 	Svc    *domain.Service
 	Logger *slog.Logger
+	// Streams reads the table's stream again for the batches of the stream-failure queue (HandleFailures).
+	Streams StreamsAPI
 }
 
 // DispatchResult is what one dispatcher invocation did (logged).
