@@ -12,11 +12,14 @@
 // same DynamoDB table and S3 bucket, the same cursor key, secrets by ARN from Secrets Manager) whose
 // FeedWatcher and Notifier are those hubs. The Lambda functions announce every commit to the internal API
 // (WAYPOST_CHANNEL_URL), which wakes the feed.wait long polls pending here; feed.wait answers through the
-// shared HTTP API (api/httpapi), with the AWS limits (feed_wait_max_ms 25000). Every other path is
-// NOT_FOUND: the data plane is the Lambda functions' business.
+// shared HTTP API (api/httpapi), with the AWS limits (feed_wait_max_ms 25000). Announcements are best
+// effort (a function spends at most 50 ms on them and stops for a back-off while this service is slow or
+// down), so waits also re-read the durable feed every livefeed.DefaultFallbackInterval (2 s). Every other
+// path is NOT_FOUND: the data plane is the Lambda functions' business.
 //
 // Hubs live in memory, so the deployment runs exactly one task: a second task would miss the
-// announcements sent to the first (its waiters would still answer at their timeout, never lose items).
+// announcements sent to the first (its waiters would still answer within the fallback interval, never lose
+// items).
 // On SIGTERM the server stops accepting connections and every pending feed.wait answers at once: with
 // what it has (an empty page and its cursor), or 503 STORAGE_UNAVAILABLE with Retry-After when shutdown
 // cut its store read short; either way clients poll again and reach the next task.
@@ -80,7 +83,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Host, er
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	live := livefeed.New(channels, logger)
-	svc, ids, err := env.Service(logger, app.ServiceOptions{Notifier: live, Watcher: live})
+	// Announcements from the functions are best effort (their circuit breaker drops them while this
+	// service is slow or down): waits re-read the durable feed at least every fallback interval.
+	svc, ids, err := env.Service(logger, app.ServiceOptions{Notifier: live, Watcher: livefeed.Fallback{Watcher: live}})
 	if err != nil {
 		return nil, err
 	}
