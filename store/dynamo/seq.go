@@ -265,7 +265,9 @@ func (s *Store) readHead(ctx context.Context, seq port.Sequence) (uint64, error)
 }
 
 // resolve carries the watermark from h over the slots present (filled or void) above it, voiding a missing
-// slot that has blocked a present one for the grace period, and returns the watermark reached.
+// slot that has blocked a present one for the grace period, and returns the head reached. Only reads fail
+// it: when the watermark or a void cannot be written (a reader without write access, throttling), it
+// returns the head it could establish, and a later call writes.
 func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint64, error) {
 	for {
 		present, err := s.scanSlots(ctx, seq, h, slotScanLimit)
@@ -285,7 +287,9 @@ func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint6
 		if run > h {
 			cur, ok, err := s.setHead(ctx, seq, h, run)
 			if err != nil {
-				return h, fmt.Errorf("dynamo: head: %w", err)
+				// Every slot up to run is resolved, whether or not the watermark could be written (a reader
+				// without write access, throttling): the next reader carries it.
+				return run, nil
 			}
 			if ok {
 				cur = run
@@ -305,7 +309,7 @@ func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint6
 			return h, nil
 		}
 		if _, err := s.voidSlot(ctx, seq.Slot(h+1)); err != nil {
-			return h, fmt.Errorf("dynamo: head: voiding %s: %w", seq.Slot(h+1), err)
+			return h, nil // unresolved for now: another reader (or this one, later) voids it
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -352,5 +353,54 @@ func TestSeqMigratesOptimisticCounter(t *testing.T) {
 	}
 	if h := mustHead(t, s); h != 6 {
 		t.Fatalf("head %d, want 6", h)
+	}
+}
+
+// TestSeqReadOnlyReader: a reader that may not write (the channel service's role grants reads; or its
+// writes are throttled) still gets the head the slots establish: it passes filled slots without moving the
+// watermark, and cannot pass a missing slot it may not void; a reader that may write does.
+func TestSeqReadOnlyReader(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
+	st, hooks := seqStores(t, 4, clock)
+	w, dead, ro, rw := st[0], st[1], st[2], st[3]
+	denied := apiError("AccessDeniedException")
+	hooks[0].onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput) error {
+		if aws.ToString(in.UpdateExpression) == "SET #h = :to" {
+			return denied // the writer's watermark moves fail: only the slots tell
+		}
+		return nil
+	}
+	hooks[2].onUpdate = func(context.Context, *dynamodb.UpdateItemInput) error { return denied }
+	hooks[2].onPut = func(context.Context, *dynamodb.PutItemInput) error { return denied }
+	for range 2 {
+		if _, err := w.Commit(context.Background(), seqTx(fmt.Sprint(time.Now().UnixNano()), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := mustHead(t, ro); h != 2 {
+		t.Fatalf("read-only head %d, want 2", h)
+	}
+	killed := errors.New("killed")
+	hooks[1].onTx = func(context.Context, *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+		return nil, killed
+	}
+	hooks[1].onPut = func(context.Context, *dynamodb.PutItemInput) error { return killed }
+	if _, err := dead.Commit(context.Background(), seqTx("dead", nil)); !errors.Is(err, killed) {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(context.Background(), seqTx("after", nil)); err != nil {
+		t.Fatal(err)
+	}
+	mustHead(t, ro)
+	mustHead(t, rw)
+	clock.Add(dynamo.DefaultVoidGrace)
+	if h := mustHead(t, ro); h != 2 {
+		t.Fatalf("read-only head %d past a slot it could not void", h)
+	}
+	if h := mustHead(t, rw); h != 4 {
+		t.Fatalf("head %d, want 4", h)
+	}
+	if h := mustHead(t, ro); h != 4 {
+		t.Fatalf("read-only head %d after the void, want 4", h)
 	}
 }
