@@ -85,8 +85,8 @@ func suppressNag(st *Stack, t nagTargets) {
 	}
 	for _, q := range t.dlqs {
 		suppress(q, false, suppression("AwsSolutions-SQS3",
-			"this queue is itself a dead-letter destination (the on-failure destination of the dispatcher's "+
-				"stream event source), watched by an alarm; cdk-nag recognizes only redrive-policy DLQs"))
+			"this queue is itself a dead-letter queue (of the stream-failure queue the dispatcher re-drives), "+
+				"watched by an alarm"))
 	}
 	suppress(t.bucket, false, suppression("AwsSolutions-S1",
 		"clients reach objects only through presigned URLs a function issues after authorizing the request, and "+

@@ -102,6 +102,9 @@ func functionSpecs() []functionSpec {
 	}
 }
 
+// dispatcherVisibility is the stream-failure queue's visibility timeout: six times the dispatcher's timeout.
+const dispatcherVisibility = 6 * 60
+
 // delivererVisibility is the delivery queue's visibility timeout: six times the deliverer's timeout, as AWS
 // advises for SQS event sources, so a message is never visible again while a batch is still running.
 const delivererVisibility = 6 * 60
@@ -133,9 +136,11 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Stream:             awsdynamodb.StreamViewType_NEW_IMAGE,
-		DeletionProtection: jsii.Bool(s.DeletionProtection),
-		RemovalPolicy:      dataRemoval,
+		Stream: awsdynamodb.StreamViewType_NEW_IMAGE,
+		// store/dynamo copies port.AttrExpires (delivered webhook markers) into "ttl" (dynamo.AttrTTL).
+		TimeToLiveAttribute: jsii.String("ttl"),
+		DeletionProtection:  jsii.Bool(s.DeletionProtection),
+		RemovalPolicy:       dataRemoval,
 	})
 
 	bucket := awss3.NewBucket(stack, jsii.String("Bucket"), &awss3.BucketProps{
@@ -200,10 +205,19 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		// webhook/retry schedules) lands in the DLQ and raises the DLQ alarm.
 		DeadLetterQueue: &awssqs.DeadLetterQueue{Queue: deliveryDLQ, MaxReceiveCount: jsii.Number(8)},
 	})
-	streamFailures := awssqs.NewQueue(stack, jsii.String("StreamFailures"), &awssqs.QueueProps{
+	// Stream batches the dispatcher gave up on land in StreamFailures; the dispatcher consumes that queue too
+	// and re-drives each batch from the stream; what it cannot re-drive goes to StreamFailuresDLQ (alarmed).
+	streamFailuresDLQ := awssqs.NewQueue(stack, jsii.String("StreamFailuresDLQ"), &awssqs.QueueProps{
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
+	})
+	streamFailures := awssqs.NewQueue(stack, jsii.String("StreamFailures"), &awssqs.QueueProps{
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(14)),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(dispatcherVisibility)),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: streamFailuresDLQ, MaxReceiveCount: jsii.Number(5)},
 	})
 
 	// ---- HTTP API (created first: the functions announce commits through its URL).
@@ -342,6 +356,10 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(24)),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(streamFailures),
 	}))
+	fns[FnDispatcher].AddEventSource(awslambdaeventsources.NewSqsEventSource(streamFailures, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(1),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
 	fns[FnDeliverer].AddEventSource(awslambdaeventsources.NewSqsEventSource(deliveryQueue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -433,10 +451,18 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 			envCursorKey:     awsecs.Secret_FromSecretsManager(cursorKey, nil),
 		},
 	})
-	// feed.wait authenticates the token and replays the feed from the table: read-only access.
+	// feed.wait authenticates the token and replays the feed from the table: read access. Reading a space's
+	// visible head may carry its watermark (SH#<space>) and void a slot abandoned by a dead writer
+	// (FD#<space>), so those two writes are allowed on those partitions only (docs/dynamodb.md).
 	taskDef.TaskRole().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings(tableRead...), Resources: &[]*string{table.TableArn()},
 	}))
+	for _, w := range [][2]string{{"dynamodb:UpdateItem", "SH#*"}, {"dynamodb:PutItem", "FD#*"}} {
+		taskDef.TaskRole().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings(w[0]), Resources: &[]*string{table.TableArn()},
+			Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []string{w[1]}}},
+		}))
+	}
 	service := awsecs.NewFargateService(stack, jsii.String("Channel"), &awsecs.FargateServiceProps{
 		Cluster:           cluster,
 		TaskDefinition:    taskDef,
@@ -540,7 +566,21 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	}
 	fiveMin := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}
 	alarm("DeliveryDLQAlarm", "webhook deliveries in the dead-letter queue", deliveryDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
-	alarm("StreamFailuresAlarm", "stream records the dispatcher gave up on", streamFailures.MetricApproximateNumberOfMessagesVisible(fiveMin))
+	alarm("StreamFailuresAlarm", "stream batches the dispatcher could not re-drive", streamFailuresDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
+	// The channel service has no running task: its CPU metric gets one sample per running task and minute,
+	// none at all without one (default ECS metrics; Container Insights is off).
+	noTask := awscloudwatch.NewAlarm(stack, jsii.String("ChannelNoTaskAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String("Waypost " + s.Stage + ": the channel service has no running task (feed.wait and live announcements are down)"),
+		Metric: service.MetricCpuUtilization(&awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("SampleCount"),
+		}),
+		Threshold:          jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(3),
+		DatapointsToAlarm:  jsii.Number(3),
+		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+	})
+	noTask.AddAlarmAction(action)
 	sum := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
 	names := make([]string, 0, len(fns))
 	for name := range fns {
@@ -577,7 +617,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	awscdk.NewCfnOutput(stack, jsii.String("BucketName"), &awscdk.CfnOutputProps{Value: bucket.BucketName()})
 
 	suppressNag(st, nagTargets{api: api, topic: topic, bucket: bucket, taskDef: taskDef, cluster: cluster,
-		secrets: []awssecretsmanager.Secret{adminSecret, cursorKey, channelSecret}, dlqs: []awssqs.Queue{streamFailures}})
+		secrets: []awssecretsmanager.Secret{adminSecret, cursorKey, channelSecret}, dlqs: []awssqs.Queue{streamFailuresDLQ}})
 	return st
 }
 

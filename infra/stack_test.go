@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -24,6 +25,7 @@ func TestStack(t *testing.T) {
 	t.Run("Table", func(t *testing.T) { checkTable(t, sy, true) })
 	t.Run("QueuesAndEventSources", func(t *testing.T) { checkQueues(t, sy) })
 	t.Run("ChannelServiceWithoutNAT", func(t *testing.T) { checkNetwork(t, sy) })
+	t.Run("ChannelTaskTableAccess", func(t *testing.T) { checkChannelTable(t, sy) })
 	t.Run("Schedules", func(t *testing.T) {
 		for fn, rate := range map[string]string{FnSweeper: "rate(15 minutes)", FnDeliverer: "rate(5 minutes)"} {
 			hasProps(t, sy, "AWS::Events::Rule", map[string]any{
@@ -387,6 +389,8 @@ func checkTable(t *testing.T, sy synthesized, protected bool) {
 		"StreamSpecification":              map[string]any{"StreamViewType": "NEW_IMAGE"},
 		"DeletionProtectionEnabled":        protected,
 		"GlobalSecondaryIndexes":           assertions.Match_Absent(),
+		// store/dynamo writes the expiry of time-limited items (delivered webhook markers) to "ttl".
+		"TimeToLiveSpecification": map[string]any{"AttributeName": "ttl", "Enabled": true},
 	})
 	want := "Delete"
 	if protected {
@@ -400,19 +404,23 @@ func checkTable(t *testing.T, sy synthesized, protected bool) {
 func checkQueues(t *testing.T, sy synthesized) {
 	fn := func(name string) string { return sy.logicalID(sy.stack.Functions[name]) }
 	// Dispatcher on the stream: bisect on error, bounded retries and age, failures to a queue.
-	var dispatcher, deliverer resource
+	var dispatcher, redrive, deliverer resource
 	for _, m := range sy.resourcesOf("AWS::Lambda::EventSourceMapping") {
 		switch refTo(m.Props["FunctionName"]) {
 		case fn(FnDispatcher):
-			dispatcher = m
+			if m.Props["StartingPosition"] != nil {
+				dispatcher = m // the stream
+			} else {
+				redrive = m // the stream-failure queue
+			}
 		case fn(FnDeliverer):
 			deliverer = m
 		default:
 			t.Errorf("unexpected event source mapping %s", m.ID)
 		}
 	}
-	if dispatcher.ID == "" || deliverer.ID == "" {
-		t.Fatalf("event source mappings: dispatcher %q, deliverer %q", dispatcher.ID, deliverer.ID)
+	if dispatcher.ID == "" || redrive.ID == "" || deliverer.ID == "" {
+		t.Fatalf("event source mappings: dispatcher %q, re-drive %q, deliverer %q", dispatcher.ID, redrive.ID, deliverer.ID)
 	}
 	d := dispatcher.Props
 	if flatten(d["EventSourceArn"]) != "<"+sy.resourcesOf("AWS::DynamoDB::Table")[0].ID+".StreamArn>" {
@@ -433,6 +441,21 @@ func checkQueues(t *testing.T, sy synthesized) {
 	failures := sy.resourceByID(t, refTo(get(d, "DestinationConfig", "OnFailure", "Destination")))
 	if failures.Type != "AWS::SQS::Queue" {
 		t.Errorf("dispatcher failure destination is a %s", failures.Type)
+	}
+	// The dispatcher re-drives what lands there (one message at a time, partial batch responses); what it
+	// cannot re-drive goes to a dead-letter queue.
+	if refTo(redrive.Props["EventSourceArn"]) != failures.ID || redrive.Props["BatchSize"] != float64(1) {
+		t.Errorf("re-drive mapping reads %s (batch %v), want the stream failure queue %s, batch 1",
+			refTo(redrive.Props["EventSourceArn"]), redrive.Props["BatchSize"], failures.ID)
+	}
+	if rt := list(redrive.Props["FunctionResponseTypes"]); len(rt) != 1 || rt[0] != "ReportBatchItemFailures" {
+		t.Errorf("re-drive: response types %v", redrive.Props["FunctionResponseTypes"])
+	}
+	if dlq := refTo(get(failures.Props, "RedrivePolicy", "deadLetterTargetArn")); dlq == "" || dlq == failures.ID {
+		t.Errorf("stream failure queue redrive %v", failures.Props["RedrivePolicy"])
+	}
+	if vis, _ := failures.Props["VisibilityTimeout"].(float64); vis <= sy.resourceByID(t, fn(FnDispatcher)).Props["Timeout"].(float64) {
+		t.Errorf("stream failure queue visibility %v s: must be longer than the dispatcher's timeout", vis)
 	}
 	// Deliverer on the delivery queue with partial batch responses; the queue has a DLQ.
 	if rt := list(deliverer.Props["FunctionResponseTypes"]); len(rt) != 1 || rt[0] != "ReportBatchItemFailures" {
@@ -518,6 +541,45 @@ func checkNetwork(t *testing.T, sy synthesized) {
 	}
 }
 
+// checkChannelTable: the channel task reads the table, and writes only what reading a visible head may
+// write: the watermark (UpdateItem on SH#…) and a void slot (PutItem on FD#…).
+func checkChannelTable(t *testing.T, sy synthesized) {
+	task := sy.resourcesOf("AWS::ECS::TaskDefinition")[0]
+	role := refTo(task.Props["TaskRoleArn"])
+	table := sy.resourcesOf("AWS::DynamoDB::Table")[0].ID
+	got := map[string]string{} // action → the leading keys it is limited to ("" for none)
+	for _, p := range sy.resourcesOf("AWS::IAM::Policy") {
+		if roles := list(p.Props["Roles"]); len(roles) != 1 || refTo(roles[0]) != role {
+			continue
+		}
+		for _, st := range list(get(p.Props["PolicyDocument"], "Statement")) {
+			if !strings.Contains(flatten(get(st, "Resource")), table) {
+				continue
+			}
+			keys := fmt.Sprint(get(st, "Condition", "ForAllValues:StringLike", "dynamodb:LeadingKeys"))
+			if get(st, "Condition") == nil {
+				keys = ""
+			}
+			acts := list(get(st, "Action"))
+			if len(acts) == 0 {
+				acts = []any{get(st, "Action")}
+			}
+			for _, a := range acts {
+				got[flatten(a)] = keys
+			}
+		}
+	}
+	want := map[string]string{"dynamodb:GetItem": "", "dynamodb:Query": "", "dynamodb:UpdateItem": "SH#*", "dynamodb:PutItem": "FD#*"}
+	if len(got) != len(want) {
+		t.Errorf("channel task table actions %v, want %v", got, want)
+	}
+	for a, k := range want {
+		if g, ok := got[a]; !ok || !strings.Contains(g, k) || (k == "" && g != "") {
+			t.Errorf("channel task: %s limited to %q, want %q", a, g, k)
+		}
+	}
+}
+
 func checkAlarms(t *testing.T, sy synthesized) {
 	type key struct{ metric, dim string }
 	have := map[key]bool{}
@@ -559,7 +621,31 @@ func checkAlarms(t *testing.T, sy synthesized) {
 	}
 	sort.Strings(dlqs)
 	if len(dlqs) != 2 {
-		t.Errorf("DLQ depth alarms on %v, want the delivery DLQ and the stream failure queue", dlqs)
+		t.Errorf("DLQ depth alarms on %v, want the delivery DLQ and the stream failure DLQ", dlqs)
+	}
+	// The channel service without a running task: no CPU samples (missing data breaches).
+	service := sy.resourcesOf("AWS::ECS::Service")[0].ID
+	found := false
+	for _, a := range sy.resourcesOf("AWS::CloudWatch::Alarm") {
+		if a.Props["MetricName"] != "CPUUtilization" || a.Props["Namespace"] != "AWS/ECS" {
+			continue
+		}
+		dims := map[string]string{}
+		for _, d := range list(a.Props["Dimensions"]) {
+			name, _ := get(d, "Name").(string)
+			dims[name] = flatten(get(d, "Value"))
+		}
+		if !strings.Contains(dims["ServiceName"], service) {
+			continue
+		}
+		found = true
+		if a.Props["Statistic"] != "SampleCount" || a.Props["ComparisonOperator"] != "LessThanThreshold" ||
+			a.Props["Threshold"] != float64(1) || a.Props["TreatMissingData"] != "breaching" {
+			t.Errorf("channel task alarm %s: %v", a.ID, a.Props)
+		}
+	}
+	if !found {
+		t.Error("no alarm on the channel service having no running task")
 	}
 }
 
