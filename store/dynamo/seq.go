@@ -37,7 +37,7 @@ const DefaultVoidGrace = 10 * time.Second
 // Bounds of the sequence machinery.
 const (
 	// slotScanLimit is how many slots one probe of the slot partition above the watermark reads.
-	slotScanLimit = 8
+	slotScanLimit = 100
 	// releaseTimeout bounds the calls that release a reservation after its transaction failed (they run
 	// even when the caller's context has ended).
 	releaseTimeout = 5 * time.Second
@@ -204,16 +204,29 @@ func (s *Store) release(ctx context.Context, seq port.Sequence, first, last uint
 }
 
 // advance moves the watermark from first-1 to last over slots the caller resolved, then carries it over
-// what others resolved above (probe). When the watermark is below first-1, the writer of a lower slot has
-// not finished: whoever moves the watermark to first-1 probes and carries it over these slots. Failures are
-// left to readers (Head resolves what the watermark lags behind).
+// what others resolved above (probe). The rule that keeps the watermark moving without anyone waiting:
+// whoever moves the watermark probes above it and carries on. When the watermark is below first-1, a
+// lower slot has not finished: whoever later moves the watermark to first-1 (or past it) probes and finds
+// these slots, since they were filled before this writer tried. When the move fails because another
+// writer or reader moved the watermark first, that one probes. A writer whose move fails because the
+// watermark is below its slots probes from the watermark too, so a watermark left behind by a writer whose
+// own move failed (a timeout) is carried by the next one; the probe stops at once when the slot above the
+// watermark is still being committed. What is left (a writer that died) is resolved by readers (Head).
 func (s *Store) advance(ctx context.Context, seq port.Sequence, first, last uint64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if _, ok, err := s.setHead(ctx, seq, first-1, last); err != nil || !ok {
+	cur, ok, err := s.setHead(ctx, seq, first-1, last)
+	switch {
+	case err != nil:
 		return
+	case ok:
+		_, _ = s.resolve(ctx, seq, last)
+	case cur < first-1:
+		// A lower slot is unresolved, or resolved without anyone carrying the watermark over it (its
+		// writer's move failed or timed out): a short probe from the watermark carries it in the second
+		// case, and stops at once in the first.
+		_, _ = s.resolve(ctx, seq, cur)
 	}
-	_, _ = s.resolve(ctx, seq, last)
 }
 
 // Head returns the visible head of seq: the watermark, carried over every slot filled or voided above it.
@@ -268,9 +281,14 @@ func (s *Store) readHead(ctx context.Context, seq port.Sequence) (uint64, error)
 // slot that has blocked a present one for the grace period, and returns the head reached. Only reads fail
 // it: when the watermark or a void cannot be written (a reader without write access, throttling), it
 // returns the head it could establish, and a later call writes.
+//
+// The slots are read in pages that start small (2) and double while every slot a page returned was
+// contiguous, up to slotScanLimit: a probe that finds nothing to carry, or a gap right above the watermark,
+// reads little, and each slot carried is read about twice at most.
 func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint64, error) {
+	limit := 2
 	for {
-		present, err := s.scanSlots(ctx, seq, h, slotScanLimit)
+		present, err := s.scanSlots(ctx, seq, h, limit)
 		if err != nil {
 			return h, fmt.Errorf("dynamo: head: %w", err)
 		}
@@ -284,6 +302,9 @@ func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint6
 			}
 			run = v
 		}
+		if run == present[len(present)-1] && len(present) == limit {
+			limit = min(2*limit, slotScanLimit) // all contiguous: more may follow
+		}
 		if run > h {
 			cur, ok, err := s.setHead(ctx, seq, h, run)
 			if err != nil {
@@ -291,13 +312,12 @@ func (s *Store) resolve(ctx context.Context, seq port.Sequence, h uint64) (uint6
 				// without write access, throttling): the next reader carries it.
 				return run, nil
 			}
-			if ok {
-				cur = run
+			if !ok {
+				// Another writer or reader moved the watermark to cur first; whoever moves it probes above
+				// it, so this one stops here.
+				return max(h, cur), nil
 			}
-			if cur <= h { // cannot happen: the watermark only rises
-				return h, nil
-			}
-			h = cur
+			h = run
 			s.gaps.forget(seq.Slots, h)
 			continue
 		}
