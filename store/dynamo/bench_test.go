@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,10 +23,23 @@ import (
 // benchLatency is the round trip the benchmark gives every emulator request.
 var benchLatency = dynamotest.Latency{Read: 5 * time.Millisecond, Write: 5 * time.Millisecond, Transact: 15 * time.Millisecond}
 
-// countingAPI counts the TransactWriteItems calls the store makes (retries included).
+// countingAPI counts the TransactWriteItems calls the store makes (retries included), its writes of the
+// watermark item and its queries (the probes above the watermark).
 type countingAPI struct {
 	dynamo.API
-	tx atomic.Int64
+	tx, head, query atomic.Int64
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if pk, ok := in.Key[dynamo.AttrPK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "SH#") {
+		c.head.Add(1)
+	}
+	return c.API.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.query.Add(1)
+	return c.API.Query(ctx, in, o...)
 }
 
 func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -39,7 +53,9 @@ func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 // writes them: the feed item (the sequence slot), the recipient's inbox entry and the message record. Every
 // emulator request is delayed as a DynamoDB round trip would be (5 ms per read or non-transactional write,
 // 15 ms per TransactWriteItems; a sleep, not CPU). Metrics: commits/s, attempts/commit
-// (TransactWriteItems calls per successful commit) and p99-ms (commit latency).
+// (TransactWriteItems calls per successful commit) and p99-ms (commit latency); also head-writes/commit
+// (conditional writes of the watermark item, successful or not: its write units per commit) and
+// probes/commit (queries of the slots above the watermark).
 //
 // minidyn copies the whole table for every TransactWriteItems (its rollback snapshot), so a table that
 // grows by thousands of items would make the emulator, not the store, the bottleneck. A janitor therefore
@@ -110,6 +126,8 @@ func benchWriters(b *testing.B, srv *dynamotest.Server, writers int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
 	b.ReportMetric(float64(api.tx.Load())/float64(b.N), "attempts/commit")
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(api.head.Load())/float64(b.N), "head-writes/commit")
+	b.ReportMetric(float64(api.query.Load())/float64(b.N), "probes/commit")
 }
 
 // startJanitor deletes, every 50 ms, the benchmark items of values more than 200 below the watermark (see
