@@ -24,7 +24,8 @@
 //
 // # Commit
 //
-// Commit sends exactly one TransactWriteItems. With a counter, the counter item is read first (strongly),
+// Commit sends exactly one TransactWriteItems. With a counter (port.Tx.Counter; the domain uses sequences,
+// below), the counter item is read first (strongly),
 // Build gets the first allocated value, and the counter's update travels in the same transaction as action 0,
 // guarded by a condition on the value read (a_n = :expected, or its absence for 0): the allocation is visible
 // exactly when the rest of the transaction is, and nothing is ever read and then written outside a
@@ -37,6 +38,29 @@
 // with the same ClientRequestToken so a request that did commit is not applied twice) and then reported
 // wrapping port.ErrUnavailable. Malformed transactions (two actions on one key, more than MaxOps actions,
 // invalid keys) are rejected before anything is sent, with the errors of store/kv.
+//
+// # Sequences
+//
+// A transaction with a sequence (port.Tx.Seq: a space's visible_seq) is not committed that way, because
+// reading the counter and conditioning the transaction on it makes concurrent writers cancel each other.
+// The values are reserved first with one UpdateItem (ADD seq :count on the counter item, a number
+// attribute "seq"); the transaction then carries no counter action and guards each reserved slot (the item
+// {Slots, SlotSK(v)}) with attribute_not_exists(pk). A writer whose transaction fails voids its own slots
+// (a conditional put of {pk, sk, void: true}); a slot voided by a reader fails the writer's transaction on
+// its condition, and Commit reserves again and calls Build again. Void slots read as absent.
+//
+// The visible head is a watermark, the number attribute "head" of the item at Sequence.Head, moved only
+// over slots that are filled or void, by conditional updates: the writer moves it over its own slots,
+// whoever moves it probes the slots above and carries it on, and Head does the same for readers. Head
+// never passes a missing slot until it has stayed missing for Options.VoidGrace (10 s) since this Store
+// first saw it missing below a present one; then it voids it. docs/dynamodb.md describes the protocol and
+// its capacity.
+//
+// # Time to live
+//
+// An item with a decimal port.AttrExpires attribute also gets it as the number attribute "ttl", the
+// table's time-to-live attribute; Options.TTL says the table has time to live enabled on it
+// (port.Expirer).
 //
 // Every request asks for ReturnConsumedCapacity TOTAL and hands what it consumed to Options.OnUsage.
 package dynamo
