@@ -567,20 +567,6 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	fiveMin := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}
 	alarm("DeliveryDLQAlarm", "webhook deliveries in the dead-letter queue", deliveryDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
 	alarm("StreamFailuresAlarm", "stream batches the dispatcher could not re-drive", streamFailuresDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
-	// The channel service has no running task: its CPU metric gets one sample per running task and minute,
-	// none at all without one (default ECS metrics; Container Insights is off).
-	noTask := awscloudwatch.NewAlarm(stack, jsii.String("ChannelNoTaskAlarm"), &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String("Waypost " + s.Stage + ": the channel service has no running task (feed.wait and live announcements are down)"),
-		Metric: service.MetricCpuUtilization(&awscloudwatch.MetricOptions{
-			Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("SampleCount"),
-		}),
-		Threshold:          jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(3),
-		DatapointsToAlarm:  jsii.Number(3),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
-	noTask.AddAlarmAction(action)
 	sum := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
 	names := make([]string, 0, len(fns))
 	for name := range fns {

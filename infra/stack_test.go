@@ -623,30 +623,6 @@ func checkAlarms(t *testing.T, sy synthesized) {
 	if len(dlqs) != 2 {
 		t.Errorf("DLQ depth alarms on %v, want the delivery DLQ and the stream failure DLQ", dlqs)
 	}
-	// The channel service without a running task: no CPU samples (missing data breaches).
-	service := sy.resourcesOf("AWS::ECS::Service")[0].ID
-	found := false
-	for _, a := range sy.resourcesOf("AWS::CloudWatch::Alarm") {
-		if a.Props["MetricName"] != "CPUUtilization" || a.Props["Namespace"] != "AWS/ECS" {
-			continue
-		}
-		dims := map[string]string{}
-		for _, d := range list(a.Props["Dimensions"]) {
-			name, _ := get(d, "Name").(string)
-			dims[name] = flatten(get(d, "Value"))
-		}
-		if !strings.Contains(dims["ServiceName"], service) {
-			continue
-		}
-		found = true
-		if a.Props["Statistic"] != "SampleCount" || a.Props["ComparisonOperator"] != "LessThanThreshold" ||
-			a.Props["Threshold"] != float64(1) || a.Props["TreatMissingData"] != "breaching" {
-			t.Errorf("channel task alarm %s: %v", a.ID, a.Props)
-		}
-	}
-	if !found {
-		t.Error("no alarm on the channel service having no running task")
-	}
 }
 
 func checkNag(t *testing.T, sy synthesized) {
