@@ -46,6 +46,9 @@ const (
 	maxGapRecords = 1 << 14
 	// gapRecordSpan bounds how many missing slots one observation records.
 	gapRecordSpan = 1024
+	// headProbeInterval is how long Head trusts the watermark without probing above it after this Store
+	// saw it move or probed it (see Head).
+	headProbeInterval = time.Second
 )
 
 // errSlotTaken reports that a transaction failed only because a slot it fills was already present: voided
@@ -215,17 +218,22 @@ func (s *Store) release(ctx context.Context, seq port.Sequence, first, last uint
 func (s *Store) advance(ctx context.Context, seq port.Sequence, first, last uint64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	now := s.opts.Now()
 	cur, ok, err := s.setHead(ctx, seq, first-1, last)
 	switch {
 	case err != nil:
 		return
 	case ok:
-		_, _ = s.resolve(ctx, seq, last)
+		if h, err := s.resolve(ctx, seq, last); err == nil {
+			s.gaps.probed(seq.Slots, h, now)
+		}
 	case cur < first-1:
 		// A lower slot is unresolved, or resolved without anyone carrying the watermark over it (its
 		// writer's move failed or timed out): a short probe from the watermark carries it in the second
 		// case, and stops at once in the first.
-		_, _ = s.resolve(ctx, seq, cur)
+		if h, err := s.resolve(ctx, seq, cur); err == nil {
+			s.gaps.probed(seq.Slots, h, now)
+		}
 	}
 }
 
@@ -233,6 +241,12 @@ func (s *Store) advance(ctx context.Context, seq port.Sequence, first, last uint
 // A slot missing below a present one is observed; once it has stayed missing for the grace period since
 // this Store first saw it missing, it is voided (so the head can pass it, and a late transaction fails on
 // it). See the package documentation.
+//
+// Writers carry the watermark over every slot committed above it unless one of them fails between its
+// commit and its move (a crash, a timeout) or died after reserving. So the probe above the watermark, which
+// finds those, is skipped while this Store saw the watermark move, or probed it itself, less than
+// headProbeInterval ago, unless it is timing a gap of the sequence: a read then costs one GetItem, and
+// what such a failure hides becomes visible at most headProbeInterval later.
 func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("dynamo: head: %w", err)
@@ -246,7 +260,15 @@ func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.resolve(ctx, seq, h)
+	now := s.opts.Now()
+	if s.gaps.fresh(seq.Slots, h, now) {
+		return h, nil
+	}
+	h, err = s.resolve(ctx, seq, h)
+	if err == nil {
+		s.gaps.probed(seq.Slots, h, now)
+	}
+	return h, err
 }
 
 // readHead reads the watermark (consistently). Without a head item, the sequence has either never
@@ -517,6 +539,44 @@ type gapLog struct {
 	mu   sync.Mutex
 	n    int
 	seen map[string]map[uint64]time.Time
+	// last is, per slot partition, the watermark this Store last saw move or probed, and when.
+	last map[string]probe
+}
+
+type probe struct {
+	head uint64
+	at   time.Time
+}
+
+// fresh reports whether Head may trust watermark h without probing: this Store saw the watermark move to
+// h, or probed at h less than headProbeInterval ago, and times no gap of the partition.
+func (g *gapLog) fresh(slots string, h uint64, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.seen[slots]) > 0 {
+		return false
+	}
+	p, ok := g.last[slots]
+	switch {
+	case !ok || h < p.head:
+		return false
+	case h > p.head: // it moved since: writers are carrying it
+		g.last[slots] = probe{head: h, at: now}
+		return true
+	}
+	return now.Sub(p.at) < headProbeInterval
+}
+
+// probed records that a probe at now left the watermark of slots at h.
+func (g *gapLog) probed(slots string, h uint64, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil || len(g.last) >= maxGapRecords {
+		g.last = map[string]probe{}
+	}
+	if p, ok := g.last[slots]; !ok || h >= p.head {
+		g.last[slots] = probe{head: h, at: now}
+	}
 }
 
 // observe records as missing now every slot above h that the ascending list of present slots skips (those

@@ -404,3 +404,64 @@ func TestSeqReadOnlyReader(t *testing.T) {
 		t.Fatalf("read-only head %d after the void, want 4", h)
 	}
 }
+
+// queryCounter counts Query calls (probes of the slots) on top of hooked.
+type queryCounter struct {
+	*hooked
+	n atomic.Int32
+}
+
+func (q *queryCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	q.n.Add(1)
+	return q.hooked.Query(ctx, in, o...)
+}
+
+// TestSeqHeadProbes: a reader skips the probe above the watermark while its process saw the watermark
+// move, or probed it, less than a second ago (a read is then one GetItem), and probes otherwise; a slot
+// whose writer committed but never moved the watermark (it crashed in between) is found by the next probe,
+// at most a second later, or by the next writer.
+func TestSeqHeadProbes(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
+	st, hooks := seqStores(t, 2, clock)
+	w := st[0]
+	qc := &queryCounter{hooked: hooks[1]}
+	reader, err := dynamo.New(qc, w.Table(), dynamo.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(want uint64, probes int32) {
+		t.Helper()
+		before := qc.n.Load()
+		if h := mustHead(t, reader); h != want {
+			t.Fatalf("head %d, want %d", h, want)
+		}
+		if got := qc.n.Load() - before; got != probes {
+			t.Fatalf("%d probes, want %d", got, probes)
+		}
+	}
+	if _, err := w.Commit(context.Background(), seqTx("a", nil)); err != nil {
+		t.Fatal(err)
+	}
+	head(1, 1) // first read of this process: probe
+	head(1, 0) // within a second: trusted
+	if _, err := w.Commit(context.Background(), seqTx("b", nil)); err != nil {
+		t.Fatal(err)
+	}
+	head(2, 0) // it moved: writers carry it
+	clock.Add(time.Second)
+	head(2, 1) // unchanged for a second: probe
+	// A writer commits slot 3 and crashes before moving the watermark.
+	hooks[0].onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput) error {
+		if aws.ToString(in.UpdateExpression) == "SET #h = :to" {
+			return errors.New("crashed")
+		}
+		return nil
+	}
+	if _, err := w.Commit(context.Background(), seqTx("c", nil)); err != nil {
+		t.Fatal(err)
+	}
+	head(2, 0) // trusted: slot 3 is not visible yet …
+	clock.Add(time.Second)
+	head(3, 2) // … until the next probe (which carries, and reads again above)
+	hooks[0].onUpdate = nil
+}
