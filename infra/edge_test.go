@@ -52,7 +52,7 @@ func checkServiceAlarms(t *testing.T, sy synthesized) {
 	service := sy.resourcesOf("AWS::ECS::Service")[0]
 	var deliveryQueue string
 	for _, q := range sy.resourcesOf("AWS::SQS::Queue") {
-		if q.Props["RedrivePolicy"] != nil {
+		if q.Props["RedrivePolicy"] != nil && strings.HasPrefix(q.ID, "DeliveryQueue") { // the stream-failure queue has a DLQ too
 			deliveryQueue = q.ID
 		}
 	}
