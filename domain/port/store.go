@@ -138,7 +138,7 @@ type Tx struct {
 //
 // How an adapter takes the values is its own choice, and they differ:
 //
-//   - inside the transaction (store/kv: mem, bolt): the counter item at Counter (attribute CounterAttr) is
+//   - inside the transaction (store/kv: mem, pebble): the counter item at Counter (attribute CounterAttr) is
 //     read and written in the transaction, so values are gapless and Head is the counter;
 //   - before the transaction (store/dynamo): values are reserved with one atomic update of the counter, then
 //     the transaction commits with every slot guarded. A slot whose transaction does not commit is voided
