@@ -57,10 +57,10 @@ func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 // (conditional writes of the watermark item, successful or not: its write units per commit) and
 // probes/commit (queries of the slots above the watermark).
 //
-// minidyn copies the whole table for every TransactWriteItems (its rollback snapshot), so a table that
-// grows by thousands of items would make the emulator, not the store, the bottleneck. A janitor therefore
-// deletes, through an undelayed endpoint, the items of commits more than 200 values below the watermark;
-// the store never reads there.
+// minidyn copies the whole table for every TransactWriteItems (its rollback snapshot) and scans it for every
+// Query, so a table that grows by thousands of items would make the emulator, not the store, the
+// bottleneck. A janitor therefore deletes, through an undelayed endpoint, what the store never reads again:
+// the items of values at or below the watermark, and the inbox and message items of slots above it.
 func BenchmarkSpaceWriters(b *testing.B) {
 	srv := dynamotest.StartWithLatency(benchLatency)
 	b.Cleanup(srv.Close)
@@ -130,14 +130,16 @@ func benchWriters(b *testing.B, srv *dynamotest.Server, writers int) {
 	b.ReportMetric(float64(api.query.Load())/float64(b.N), "probes/commit")
 }
 
-// startJanitor deletes, every 50 ms, the benchmark items of values more than 200 below the watermark (see
-// BenchmarkSpaceWriters). It returns a function that stops it.
+// startJanitor deletes, every 10 ms, the benchmark items of values at or below the watermark, and the inbox
+// and message items of the slots filled above it (the store only reads slots, and only above the
+// watermark; see BenchmarkSpaceWriters). It returns a function that stops it.
 func startJanitor(client *dynamodb.Client, table string, seq port.Sequence) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var cleared uint64
+		sideCleared := map[uint64]bool{} // values above the watermark whose inbox and message items are gone
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -162,12 +164,41 @@ func startJanitor(client *dynamodb.Client, table string, seq port.Sequence) (sto
 					reqs = reqs[:0]
 				}
 			}
-			for ; cleared < h; cleared++ {
-				v := cleared + 1
-				for _, k := range []port.Key{seq.Slot(v), {PK: "IN#bench#rcpt", SK: port.SlotSK(v)}, {PK: "MS#bench#" + port.SlotSK(v), SK: "MSG"}} {
+			del := func(keys ...port.Key) {
+				for _, k := range keys {
 					reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: keyOf(k)}})
 					if len(reqs) == 25 {
 						flush()
+					}
+				}
+			}
+			side := func(v uint64) []port.Key {
+				return []port.Key{{PK: "IN#bench#rcpt", SK: port.SlotSK(v)}, {PK: "MS#bench#" + port.SlotSK(v), SK: "MSG"}}
+			}
+			for ; cleared < h; cleared++ {
+				v := cleared + 1
+				if !sideCleared[v] {
+					del(side(v)...)
+				}
+				delete(sideCleared, v)
+				del(seq.Slot(v))
+			}
+			// Slots filled above the watermark wait for a lower one still committing; their inbox and
+			// message items are never read.
+			above, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(table),
+				KeyConditionExpression:    aws.String("#pk = :pk AND #sk > :h"),
+				ExpressionAttributeNames:  map[string]string{"#pk": dynamo.AttrPK, "#sk": dynamo.AttrSK},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: seq.Slots}, ":h": &types.AttributeValueMemberS{Value: port.SlotSK(h)}},
+				ProjectionExpression:      aws.String("#sk"), ConsistentRead: aws.Bool(true)})
+			if err == nil {
+				for _, it := range above.Items {
+					sk, _ := it[dynamo.AttrSK].(*types.AttributeValueMemberS)
+					if sk == nil {
+						continue
+					}
+					if v, err := strconv.ParseUint(sk.Value, 10, 64); err == nil && !sideCleared[v] {
+						del(side(v)...)
+						sideCleared[v] = true
 					}
 				}
 			}
