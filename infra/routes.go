@@ -66,6 +66,7 @@ func Routes() []Route {
 		// admin (control plane).
 		{"POST", "/admin/v0/spaces", FnAdmin},
 		{"GET", sp, FnAdmin},
+		{"PATCH", sp, FnAdmin},
 		{"POST", sp + "/actors", FnAdmin},
 		{"POST", sp + "/actors/{actor_id}/revoke", FnAdmin},
 		{"POST", sp + "/consumers", FnAdmin},
