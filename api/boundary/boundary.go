@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/schemas"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/boundary"
-	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/internal/echo"
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/schemas"

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/waypost/waypost/api/boundary"
-	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/schemas"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/webhook/retry"
 )
 
