@@ -27,7 +27,7 @@ import (
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/mem"
 	"github.com/waypost/waypost/webhook/dial"
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
 	"github.com/waypost/waypost/webhook/sender"
 )
 
