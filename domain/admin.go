@@ -315,7 +315,7 @@ type ConsumerResult struct {
 }
 
 func consumerResult(c Consumer) ConsumerResult {
-	return ConsumerResult{ConsumerID: c.ConsumerID, ActorID: c.ActorID, View: c.View, Filter: c.Filter, ViewRevision: c.ViewRevision}
+	return ConsumerResult(c)
 }
 
 func checkView(v View) error {
@@ -545,7 +545,7 @@ type GrantResult struct {
 }
 
 func grantResult(g Grant) GrantResult {
-	return GrantResult{GrantID: g.GrantID, ActorID: g.ActorID, Permission: g.Permission, CollectionID: g.CollectionID, BlobID: g.BlobID, Revoked: g.Revoked}
+	return GrantResult(g)
 }
 
 // CreateGrant gives an actor a permission and increments its authorization generation.
