@@ -3,11 +3,10 @@ package domain
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
@@ -90,7 +89,7 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 				return nil, err
 			}
 			u[6], u[8] = (u[6]&0x0f)|0x40, (u[8]&0x3f)|0x80 // RFC 9562 version 4
-			sp := Space{SpaceID: s.ids.NewID("sp"), DisplayName: req.DisplayName, SourceURI: "urn:uuid:" + uuid.UUID(u).String(), CreatedAt: now}
+			sp := Space{SpaceID: s.ids.NewID("sp"), DisplayName: req.DisplayName, SourceURI: "urn:uuid:" + uuidString(u), CreatedAt: now}
 			recipient := Actor{ActorID: s.ids.NewID("act"), SpaceID: sp.SpaceID, DisplayName: "default recipient", CreatedAt: now}
 			sp.DefaultRecipientID = recipient.ActorID
 			return &onceTx{resourceID: sp.SpaceID, build: func(uint64) ([]port.Op, any, []port.Published) {
@@ -329,7 +328,7 @@ type ConsumerResult struct {
 }
 
 func consumerResult(c Consumer) ConsumerResult {
-	return ConsumerResult{ConsumerID: c.ConsumerID, ActorID: c.ActorID, View: c.View, Filter: c.Filter, ViewRevision: c.ViewRevision}
+	return ConsumerResult(c)
 }
 
 func checkView(v View) error {
@@ -559,7 +558,7 @@ type GrantResult struct {
 }
 
 func grantResult(g Grant) GrantResult {
-	return GrantResult{GrantID: g.GrantID, ActorID: g.ActorID, Permission: g.Permission, CollectionID: g.CollectionID, BlobID: g.BlobID, Revoked: g.Revoked}
+	return GrantResult(g)
 }
 
 // CreateGrant gives an actor a permission and increments its authorization generation.
@@ -849,4 +848,10 @@ func (s *Service) changeToken(ctx context.Context, spaceID, tokenID string, rota
 	}
 	res.Token = committedSecret // only the call whose rotation committed sees the new secret
 	return res, nil
+}
+
+// uuidString renders 16 bytes in the RFC 9562 text form (8-4-4-4-12 lowercase hex digits).
+func uuidString(u [16]byte) string {
+	h := hex.EncodeToString(u[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }

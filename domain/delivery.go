@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
 )
 
 // Delivery states. The admin plane lists pending, failed and cancelled records. A delivered record stays

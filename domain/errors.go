@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // Code is a public error code of SUPPLEMENT §11.4.
@@ -112,15 +113,17 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// WithDetails returns e with the given details.
+// WithDetails returns a copy of e with the given details (key, value, key, value…) added to its own; e
+// itself is never changed, so a shared *Error (a package-level value, one error returned to many callers)
+// can be refined safely.
 func (e *Error) WithDetails(kv ...any) *Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
-	}
+	c := *e
+	c.Details = make(map[string]any, len(e.Details)+len(kv)/2)
+	maps.Copy(c.Details, e.Details)
 	for i := 0; i+1 < len(kv); i += 2 {
-		e.Details[fmt.Sprint(kv[i])] = kv[i+1]
+		c.Details[fmt.Sprint(kv[i])] = kv[i+1]
 	}
-	return e
+	return &c
 }
 
 // AsError converts any error into an *Error: domain errors pass through, storage unavailability becomes

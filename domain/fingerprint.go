@@ -3,7 +3,7 @@ package domain
 import (
 	"fmt"
 
-	"github.com/waypost/waypost/codec/jcsfp"
+	"github.com/waypost/waypost/internal/codec/jcsfp"
 )
 
 // Fingerprint is the lowercase hex SHA-256 of the RFC 8785 (JCS) form of v's JSON (RFC §5.1). Numbers

@@ -17,10 +17,10 @@ import (
 // MemoryReadRequest is the input of memory.read (RFC §10.6). Revision and IncludeTombstones are nil when
 // the caller does not give them: the head and false on a first page, the cursor's values on a later one.
 type MemoryReadRequest struct {
-	Revision          *int64
-	Limit             int
-	Cursor            *string
-	IncludeTombstones *bool
+	Revision          *int64  `json:"revision"`
+	Limit             int     `json:"limit,omitempty"`
+	Cursor            *string `json:"cursor"`
+	IncludeTombstones *bool   `json:"include_tombstones,omitempty"`
 }
 
 // MemoryPage is one page of a collection state.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
 )
 
 // Config configures a Service.

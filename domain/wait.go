@@ -11,10 +11,10 @@ import (
 
 // WaitRequest is the query of feed.wait (SUPPLEMENT §11.1, capability live_feed).
 type WaitRequest struct {
-	ConsumerID string
-	Cursor     *string
-	TimeoutMS  int
-	Limit      int
+	ConsumerID string  `json:"consumer_id"`
+	Cursor     *string `json:"cursor"`
+	TimeoutMS  int     `json:"timeout_ms,omitempty"`
+	Limit      int     `json:"limit,omitempty"`
 }
 
 // WaitFeed is a long poll over a consumer's feed: it returns as soon as an item visible to the consumer

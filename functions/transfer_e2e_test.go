@@ -22,7 +22,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/emutest"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob"

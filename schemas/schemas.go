@@ -42,7 +42,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/internal/echo"
 )
 

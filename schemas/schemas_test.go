@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 )
 
 var testRegistry = sync.OnceValues(New)

@@ -24,7 +24,7 @@ import (
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/server"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/pebble"

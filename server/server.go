@@ -20,14 +20,14 @@ import (
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/internal/shedlog"
-	"github.com/waypost/waypost/platform"
-	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/pebble"
 	"github.com/waypost/waypost/webhook/dial"
@@ -204,32 +204,15 @@ func Open(cfg Config) (*Server, error) {
 				"never use this where untrusted users register webhook targets")
 		}
 	}
-	svc, err := domain.New(dcfg)
+	// The channel service's internal API is not mounted: the hubs live in this process and the committers
+	// reach them directly, so nothing on the public listener may publish to them.
+	stack, err := transport.New(dcfg, transport.Options{MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
+		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	reg, err := schemas.New()
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	mcpHandler, err := mcpapi.New(svc, mcpapi.Options{Schemas: reg, IDs: ids, Logger: cfg.Logger, Version: cfg.Version})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: admin, Logger: cfg.Logger, IDs: ids, Schemas: reg,
-		BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight,
-		// The channel service's internal API is not mounted: the hubs live in this process and the
-		// committers reach them directly, so nothing on the public listener may publish to them.
-		Extra: func(mux *http.ServeMux, _ *httpapi.API) {
-			mux.Handle("/mcp", mcpHandler)
-		}})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
+	svc, api := stack.Svc, stack.Handler.(*httpapi.API)
 	s.store, s.svc, s.api = st, svc, api
 	if s.worker != nil {
 		s.worker.start(svc)

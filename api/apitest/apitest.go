@@ -19,15 +19,15 @@ import (
 
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/domain/retry"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/internal/syncbuf"
-	"github.com/waypost/waypost/platform"
-	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/mem"
 	"github.com/waypost/waypost/webhook/dial"
-	"github.com/waypost/waypost/webhook/retry"
 	"github.com/waypost/waypost/webhook/sender"
 )
 
@@ -63,27 +63,15 @@ func New(t testing.TB, o Options) *Stack {
 	if o.Log != nil {
 		log = slog.New(slog.NewTextHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	svc, err := domain.New(domain.Config{Store: mem.New(), Blobs: blobs, Clock: platform.Clock{}, IDs: platform.IDs{},
-		Logger: log, CursorKey: []byte("apitest-cursor-key-0123456789abcdef"), Webhooks: o.Webhooks, WebhookRetry: o.WebhookRetry})
+	stack, err := transport.New(domain.Config{Store: mem.New(), Blobs: blobs, Clock: platform.Clock{}, IDs: platform.IDs{},
+		Logger: log, CursorKey: []byte("apitest-cursor-key-0123456789abcdef"), Webhooks: o.Webhooks, WebhookRetry: o.WebhookRetry},
+		transport.Options{HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, AdminSecret: AdminSecret, Logger: log})
 	if err != nil {
-		t.Fatalf("apitest: domain.New: %v", err)
+		t.Fatalf("apitest: %v", err)
 	}
-	reg, err := schemas.New()
-	if err != nil {
-		t.Fatalf("apitest: schemas: %v", err)
-	}
-	mcpHandler, err := mcpapi.New(svc, mcpapi.Options{Schemas: reg, IDs: platform.IDs{}, Logger: log})
-	if err != nil {
-		t.Fatalf("apitest: mcpapi.New: %v", err)
-	}
-	api, err := httpapi.New(svc, httpapi.Options{AdminSecret: AdminSecret, Schemas: reg, Logger: log, IDs: platform.IDs{},
-		Extra: func(mux *http.ServeMux, _ *httpapi.API) { mux.Handle("/mcp", mcpHandler) }})
-	if err != nil {
-		t.Fatalf("apitest: httpapi.New: %v", err)
-	}
-	hs := httptest.NewServer(api)
+	hs := httptest.NewServer(stack.Handler)
 	t.Cleanup(hs.Close)
-	return &Stack{URL: hs.URL, Svc: svc}
+	return &Stack{URL: hs.URL, Svc: stack.Svc}
 }
 
 // Sender returns the real webhook sender (package webhook/sender) admitting loopback targets, as

@@ -1,19 +1,67 @@
-// Package boundary holds what every transport does at the edge before a domain operation runs: reading the
-// bearer credential, finding a request's request_id for the error envelope, and validating a JSON request
-// strictly (syntax, then its JSON Schema), mapping failures to the documented codes. HTTP and MCP both use it,
-// so a request is accepted or refused the same way whichever way it arrives.
+// Package boundary holds what every transport does at the edge of a domain operation: reading the bearer
+// credential, finding a request's request_id for the error envelope, validating a JSON request strictly
+// (syntax, then its JSON Schema) and mapping failures to the documented codes, and answering with the RFC
+// §5.2 envelope — a fresh request_id where the call had none, unexpected failures logged. HTTP and MCP both
+// use it, so a request is accepted, refused and answered the same way whichever way it arrives.
 package boundary
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
-	"github.com/waypost/waypost/codec/strictjson"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/schemas"
 )
+
+// Envelope is the RFC §5.2 result envelope.
+type Envelope struct {
+	OK        bool              `json:"ok"`
+	RequestID string            `json:"request_id"`
+	Data      any               `json:"data,omitempty"`
+	Error     *domain.WireError `json:"error,omitempty"`
+}
+
+// Failure returns the envelope of an error with the given request_id.
+func Failure(requestID string, de *domain.Error) Envelope {
+	wire := de.Wire()
+	return Envelope{OK: false, RequestID: requestID, Error: &wire}
+}
+
+// Answerer builds the envelopes of one transport.
+type Answerer struct {
+	// Log receives one line per unexpected failure (INTERNAL, STORAGE_UNAVAILABLE); never a token or a body.
+	Log *slog.Logger
+	// IDs makes the tracking request_id of an answer to a call that carried none.
+	IDs port.IDSource
+}
+
+// NewID returns a fresh tracking request_id ("rq_…").
+func (a Answerer) NewID() string { return a.IDs.NewID("rq") }
+
+// Answer is the envelope of one call of operation op: ok with data, or err as its public error. A call
+// without a request_id gets a fresh one. An unexpected failure is logged with the request_id, the
+// operation and the cause; the client sees only its code. It also returns the public error (nil on
+// success), for the transport's status line and headers.
+func (a Answerer) Answer(ctx context.Context, op, requestID string, data any, err error) (Envelope, *domain.Error) {
+	if requestID == "" {
+		requestID = a.NewID()
+	}
+	if err == nil {
+		return Envelope{OK: true, RequestID: requestID, Data: data}, nil
+	}
+	de := domain.AsError(err)
+	if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
+		a.Log.LogAttrs(ctx, slog.LevelError, "operation failed", slog.String("operation", op), slog.String("request_id", requestID),
+			slog.String("code", string(de.Code)), slog.String("error", err.Error()))
+	}
+	return Failure(requestID, de), de
+}
 
 // Bearer returns the token of an "Authorization: Bearer …" header, or "" when there is none.
 func Bearer(h http.Header) string {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"io"
@@ -10,84 +9,66 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/domain"
 )
 
-// blobRoutes serves RFC §9: prepare, the streamed upload, commit (seal), metadata and content.
-func (a *API) blobRoutes() {
-	m := a.mux
-	m.HandleFunc("POST /v0/blobs", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
-		req, rid, err := body[domain.BlobPrepareRequest](a, r, "blob.prepare.request")
-		if err != nil {
-			return rid, nil, err
-		}
-		res, err := a.svc.PrepareBlob(ctx, p, req)
-		return req.RequestID, res, err
-	}))
-	m.HandleFunc("PUT /v0/uploads/{upload_id}/content", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
-		// Streamed to the blob store, never buffered whole; at most max_blob_bytes+1 bytes are read, at
-		// no less than the minimum upload rate.
-		a.streamBody(r)
-		body := http.MaxBytesReader(nil, r.Body, a.svc.Limits().MaxBlobBytes+1)
-		res, err := a.svc.Upload(ctx, p, r.PathValue("upload_id"), r.Header.Get("Content-Type"), r.ContentLength, body)
-		return "", res, err
-	}))
-	m.HandleFunc("POST /v0/blobs/commit", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
-		req, rid, err := body[domain.BlobCommitRequest](a, r, "blob.commit.request")
-		if err != nil {
-			return rid, nil, err
-		}
-		res, err := a.svc.CommitBlob(ctx, p, req)
-		return req.RequestID, res, err
-	}))
-	m.HandleFunc("GET /v0/blobs/{blob_id}", a.data(func(ctx context.Context, r *http.Request, p *domain.Principal) (string, any, error) {
-		res, err := a.svc.GetBlob(ctx, p, r.PathValue("blob_id"))
-		return "", res, err
-	}))
-	m.HandleFunc("GET /v0/blobs/{blob_id}/content", func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.principal(r)
-		if err == nil {
-			err = checkPathIDs(r)
-		}
-		if err != nil {
-			a.fail(w, r, a.readID(), err)
-			return
-		}
-		// Where the blob store transfers bytes directly (AWS), the answer is a redirect to a short-lived
-		// presigned GET, carrying the digest the client checks the bytes against.
-		link, info, direct, err := a.svc.BlobDownloadLink(r.Context(), p, r.PathValue("blob_id"))
-		if err != nil {
-			a.fail(w, r, a.readID(), err)
-			return
-		}
-		if direct {
-			setDigest(w.Header(), info.SHA256)
-			redirect(w, link)
-			return
-		}
-		rc, info, err := a.svc.OpenBlob(r.Context(), p, r.PathValue("blob_id"))
-		if err != nil {
-			a.fail(w, r, a.readID(), err)
-			return
-		}
-		defer rc.Close()
-		h := w.Header()
-		h.Set("Content-Type", info.ContentType)
-		// The bytes are the uploader's: a browser must neither sniff another type nor run them in this
-		// origin (RFC §9; issue 14). Types it would render or run are downloads, never inline.
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Security-Policy", "sandbox")
-		h.Set("Content-Length", strconv.FormatInt(info.SizeBytes, 10))
-		setDigest(h, info.SHA256)
-		switch {
-		case info.Filename != "":
-			h.Set("Content-Disposition", `attachment; filename="`+sanitizeFilename(info.Filename)+`"`)
-		case !inertType(info.ContentType):
-			h.Set("Content-Disposition", "attachment")
-		}
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, rc)
-	})
+// upload streams the body of PUT /v0/uploads/{upload_id}/content to the blob store, never buffered whole:
+// at most max_blob_bytes+1 bytes are read, at no less than the minimum upload rate.
+func (a *API) upload(w http.ResponseWriter, r *http.Request) {
+	c, err := a.caller(r, a.ops.Op(ops.Upload))
+	if err != nil {
+		a.fail(w, r, a.readID(), err)
+		return
+	}
+	a.streamBody(r)
+	body := http.MaxBytesReader(nil, r.Body, a.svc.Limits().MaxBlobBytes+1)
+	res, err := a.svc.Upload(r.Context(), c.P, r.PathValue("upload_id"), r.Header.Get("Content-Type"), r.ContentLength, body)
+	a.reply(w, r, ops.Upload, "", res, err)
+}
+
+// blobContent serves GET /v0/blobs/{blob_id}/content: the bytes, or where the blob store transfers bytes
+// directly (AWS) a redirect to a short-lived presigned GET, carrying the digest the client checks the bytes
+// against.
+func (a *API) blobContent(w http.ResponseWriter, r *http.Request) {
+	c, err := a.caller(r, a.ops.Op(ops.BlobContent))
+	if err != nil {
+		a.fail(w, r, a.readID(), err)
+		return
+	}
+	p := c.P
+	link, info, direct, err := a.svc.BlobDownloadLink(r.Context(), p, r.PathValue("blob_id"))
+	if err != nil {
+		a.fail(w, r, a.readID(), err)
+		return
+	}
+	if direct {
+		setDigest(w.Header(), info.SHA256)
+		redirect(w, link)
+		return
+	}
+	rc, info, err := a.svc.OpenBlob(r.Context(), p, r.PathValue("blob_id"))
+	if err != nil {
+		a.fail(w, r, a.readID(), err)
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	h.Set("Content-Type", info.ContentType)
+	// The bytes are the uploader's: a browser must neither sniff another type nor run them in this
+	// origin (RFC §9; issue 14). Types it would render or run are downloads, never inline.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+	h.Set("Content-Length", strconv.FormatInt(info.SizeBytes, 10))
+	setDigest(h, info.SHA256)
+	switch {
+	case info.Filename != "":
+		h.Set("Content-Disposition", `attachment; filename="`+sanitizeFilename(info.Filename)+`"`)
+	case !inertType(info.ContentType):
+		h.Set("Content-Disposition", "attachment")
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
 }
 
 // setDigest announces a blob's SHA-256 as its entity tag and as Repr-Digest (RFC 9530).

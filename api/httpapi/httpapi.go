@@ -19,6 +19,8 @@ import (
 
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/boundary"
+	"github.com/waypost/waypost/api/ops"
+	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
@@ -33,6 +35,8 @@ type Options struct {
 	AdminSecret string
 	// Schemas validates request bodies; nil means schemas.New().
 	Schemas *schemas.Registry
+	// Ops are the operations compiled against Schemas (shared with the MCP endpoint); nil compiles them.
+	Ops *ops.Set
 	// Logger receives one structured line per request; never tokens or bodies.
 	Logger *slog.Logger
 	// IDs makes tracking request IDs for reads.
@@ -62,6 +66,8 @@ type API struct {
 	shed          *shedlog.Reporter
 	admin         *adminauth.Verifier // nil: the control plane is disabled
 	schemas       *schemas.Registry
+	ops           *ops.Set
+	answer        boundary.Answerer
 	log           *slog.Logger
 	ids           port.IDSource
 	mux           *http.ServeMux
@@ -79,7 +85,14 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	if opts.IDs == nil {
 		return nil, fmt.Errorf("httpapi: an ID source is required")
 	}
-	a := &API{svc: svc, schemas: reg, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
+	set := opts.Ops
+	if set == nil {
+		var err error
+		if set, err = ops.NewSet(reg); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+	}
+	a := &API{svc: svc, schemas: set.Schemas(), ops: set, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
 		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate}
 	if a.bodyTimeout <= 0 {
 		a.bodyTimeout = DefaultBodyTimeout
@@ -105,10 +118,10 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.shed = shedlog.New(a.log, "max_inflight", a.maxInflight)
-	a.routes()
-	a.blobRoutes()
-	a.memoryRoutes()
-	a.subscriptionRoutes()
+	a.answer = boundary.Answerer{Log: a.log, IDs: a.ids}
+	if err := a.routes(); err != nil {
+		return nil, err
+	}
 	if opts.Extra != nil {
 		opts.Extra(a.mux, a)
 	}
@@ -199,15 +212,10 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-// Envelope is the RFC §5.2 result envelope.
-type Envelope struct {
-	OK        bool              `json:"ok"`
-	RequestID string            `json:"request_id"`
-	Data      any               `json:"data,omitempty"`
-	Error     *domain.WireError `json:"error,omitempty"`
-}
+// Envelope is the RFC §5.2 result envelope (the one both transports answer with).
+type Envelope = boundary.Envelope
 
-func (a *API) readID() string { return a.ids.NewID("rq") }
+func (a *API) readID() string { return a.answer.NewID() }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -218,27 +226,38 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (a *API) ok(w http.ResponseWriter, requestID string, data any) {
-	if rec, isRec := w.(*statusRecorder); isRec {
-		rec.requestID = requestID
-	}
-	writeJSON(w, http.StatusOK, Envelope{OK: true, RequestID: requestID, Data: data})
+	a.reply(w, nil, "", requestID, data, nil)
 }
 
 // fail writes an error envelope; unexpected errors are logged with the request ID and shown as INTERNAL.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err error) {
-	de := domain.AsError(err)
-	if r.Context().Err() != nil && !bodyCut(w) {
+	a.reply(w, r, "", requestID, nil, err)
+}
+
+// reply answers one call of operation op with its envelope (boundary.Answerer): the status of the error
+// code, WWW-Authenticate on UNAUTHENTICATED, Retry-After on a retryable refusal.
+func (a *API) reply(w http.ResponseWriter, r *http.Request, op, requestID string, data any, err error) {
+	if err != nil && r.Context().Err() != nil && !bodyCut(w) {
 		// The client went away; nobody reads this answer and nothing failed on our side. (A body cut at
 		// its deadline also ends the request's context, but that client is still there to read why.)
 		a.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away", slog.String("request_id", requestID))
 		return
 	}
-	if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
-		a.log.LogAttrs(r.Context(), slog.LevelError, "operation failed", slog.String("request_id", requestID),
-			slog.String("code", string(de.Code)), slog.String("error", err.Error()))
+	ctx := context.Background()
+	if r != nil {
+		ctx = r.Context()
 	}
-	if rec, isRec := w.(*statusRecorder); isRec {
-		rec.code, rec.requestID = string(de.Code), requestID
+	env, de := a.answer.Answer(ctx, op, requestID, data, err)
+	rec, isRec := w.(*statusRecorder)
+	if isRec {
+		rec.requestID = env.RequestID
+	}
+	if de == nil {
+		writeJSON(w, http.StatusOK, env)
+		return
+	}
+	if isRec {
+		rec.code = string(de.Code)
 	}
 	if de.Code == domain.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
@@ -246,8 +265,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, requestID string, err
 	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
 		w.Header().Set("Retry-After", retryAfter(de))
 	}
-	wire := de.Wire()
-	writeJSON(w, de.Code.HTTPStatus(), Envelope{OK: false, RequestID: requestID, Error: &wire})
+	writeJSON(w, de.Code.HTTPStatus(), env)
 }
 
 func bearer(r *http.Request) (string, bool) {
@@ -289,32 +307,31 @@ func (a *API) adminOK(r *http.Request) error {
 	return nil
 }
 
-// readBody reads a JSON request body within the published limit and validates it: size, strict syntax
-// (duplicate keys, non-finite numbers), the request's JSON Schema, then strict decoding into v. It returns
-// the request_id found in the body (for the error envelope) when there is a valid one.
-func (a *API) readBody(r *http.Request, schema string, v any) (string, error) {
+// readRaw reads a JSON request body within the published limit (an empty one reads as {}), after checking
+// its Content-Type; the operation's schema and strict decoding follow (ops.Set.Decode).
+func (a *API) readRaw(r *http.Request) ([]byte, error) {
 	if err := checkJSONType(r); err != nil {
-		return "", err
+		return nil, err
 	}
 	limit := int64(a.svc.Limits().MaxRequestBytes)
 	if r.ContentLength > limit {
-		return "", domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
+		return nil, domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
 	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		var de *domain.Error
 		if errors.As(err, &de) { // the body guard's timeout or read failure
-			return "", de
+			return nil, de
 		}
-		return "", domain.Errorf(domain.CodeInvalidRequest, "reading request body failed")
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "reading request body failed")
 	}
 	if int64(len(raw)) > limit {
-		return "", domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
+		return nil, domain.Errorf(domain.CodePayloadTooLarge, "request body is larger than %d bytes", limit).WithDetails("limit", limit)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	return boundary.DecodeRequest(a.schemas, schema, raw, v)
+	return raw, nil
 }
 
 // JSONType is the media type every JSON request body must declare.
@@ -339,55 +356,6 @@ func checkJSONType(r *http.Request) error {
 		WithDetails("field", "Content-Type", "expected", JSONType)
 }
 
-// handler adapts a data-plane operation: authenticate, run, envelope.
-type dataFunc func(ctx context.Context, r *http.Request, p *domain.Principal) (requestID string, data any, err error)
-
-func (a *API) data(fn dataFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.principal(r)
-		if err == nil {
-			err = checkPathIDs(r)
-		}
-		if err != nil {
-			a.fail(w, r, a.readID(), err)
-			return
-		}
-		rid, data, err := fn(r.Context(), r, p)
-		if rid == "" {
-			rid = a.readID()
-		}
-		if err != nil {
-			a.fail(w, r, rid, err)
-			return
-		}
-		a.ok(w, rid, data)
-	}
-}
-
-type adminFunc func(ctx context.Context, r *http.Request) (requestID string, data any, err error)
-
-func (a *API) adminHandler(fn adminFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		err := a.adminOK(r)
-		if err == nil {
-			err = checkPathIDs(r)
-		}
-		if err != nil {
-			a.fail(w, r, a.readID(), err)
-			return
-		}
-		rid, data, err := fn(r.Context(), r)
-		if rid == "" {
-			rid = a.readID()
-		}
-		if err != nil {
-			a.fail(w, r, rid, err)
-			return
-		}
-		a.ok(w, rid, data)
-	}
-}
-
 // pathIDNames are the route wildcards that carry public IDs.
 func pathIDNames() []string {
 	return []string{"space_id", "actor_id", "consumer_id", "grant_id", "token_id", "message_id", "blob_id", "upload_id",
@@ -406,8 +374,6 @@ func checkPathIDs(r *http.Request) error {
 	return nil
 }
 
-func retryAfterSeconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds() + 0.999)) }
-
 // retryAfter is the Retry-After of a retryable error: its details.retry_after_ms rounded up to whole
 // seconds, at least 1.
 func retryAfter(de *domain.Error) string {
@@ -423,13 +389,6 @@ func retryAfter(de *domain.Error) string {
 	return strconv.FormatInt(max(1, (ms+999)/1000), 10)
 }
 
-func writeIndented(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 // RefusedRequests returns how many requests were refused for MaxInflight since the start.
 func (a *API) RefusedRequests() int64 { return a.shed.Total() }
 
@@ -438,3 +397,18 @@ func (a *API) BodyTimeout() time.Duration { return a.bodyTimeout }
 
 // MinUploadRate returns the minimum upload rate in force, in bytes/s.
 func (a *API) MinUploadRate() int64 { return a.minUploadRate }
+
+// Over is the HTTP transport of transport.New, with opts' bounds (BodyTimeout, MinUploadRate, MaxInflight):
+// the HTTP API over the composed parts, with the other transports' handlers mounted at their paths.
+func Over(opts Options) func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
+	return func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
+		o := opts
+		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops
+		o.Extra = func(mux *http.ServeMux, _ *API) {
+			for path, h := range mounts {
+				mux.Handle(path, h)
+			}
+		}
+		return New(p.Svc, o)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/waypost/waypost/api/boundary"
+	"github.com/waypost/waypost/api/ops"
+	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/schemas"
@@ -31,8 +33,10 @@ const baseURLHeader = "X-Waypost-Internal-Base-Url"
 // Options configure the MCP endpoint.
 type Options struct {
 	Schemas *schemas.Registry
-	IDs     port.IDSource
-	Logger  *slog.Logger
+	// Ops are the operations compiled against Schemas (shared with the HTTP API); nil compiles them.
+	Ops    *ops.Set
+	IDs    port.IDSource
+	Logger *slog.Logger
 	// Version is published as the MCP server implementation version.
 	Version string
 }
@@ -40,13 +44,11 @@ type Options struct {
 // Handler is the MCP endpoint.
 type Handler struct {
 	svc     *domain.Service
-	reg     *schemas.Registry
-	ids     port.IDSource
-	log     *slog.Logger
+	ops     *ops.Set
+	answer  boundary.Answerer
 	server  *mcp.Server
 	http    http.Handler
-	locals  map[string]*schemas.Schema // argument schemas of the tools without a schemas/ request schema
-	maxBody int64                      // the largest JSON-RPC message accepted
+	maxBody int64 // the largest JSON-RPC message accepted
 }
 
 // New builds the MCP endpoint over a domain service.
@@ -54,44 +56,46 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 	if opts.IDs == nil {
 		return nil, fmt.Errorf("mcpapi: an ID source is required")
 	}
-	h := &Handler{svc: svc, reg: opts.Schemas, ids: opts.IDs, log: opts.Logger, locals: map[string]*schemas.Schema{},
-		maxBody: int64(svc.Limits().MaxRequestBytes) + 4096}
-	if h.reg == nil {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	set := opts.Ops
+	if set == nil {
+		reg := opts.Schemas
+		if reg == nil {
+			var err error
+			if reg, err = schemas.New(); err != nil {
+				return nil, fmt.Errorf("mcpapi: %w", err)
+			}
+		}
 		var err error
-		if h.reg, err = schemas.New(); err != nil {
+		if set, err = ops.NewSet(reg); err != nil {
 			return nil, fmt.Errorf("mcpapi: %w", err)
 		}
 	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
+	h := &Handler{svc: svc, ops: set, answer: boundary.Answerer{Log: log, IDs: opts.IDs}, maxBody: int64(svc.Limits().MaxRequestBytes) + 4096}
 	version := opts.Version
 	if version == "" {
 		version = "dev"
 	}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "waypost", Title: "Waypost mailbox and memory exchange", Version: version},
 		&mcp.ServerOptions{Instructions: instructions})
-	for _, t := range h.tools() {
-		if t.local != "" {
-			compiled, err := h.reg.Compile(t.name+" arguments", []byte(t.local))
-			if err != nil {
-				return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
-			}
-			h.locals[t.name] = compiled
-		}
-		in, err := h.inputSchema(t)
+	for _, o := range h.tools() {
+		t := o.Tool
+		in, err := set.ToolSchema(o)
 		if err != nil {
-			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
+			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.Name, err)
 		}
-		out, err := h.outputSchema(t.output)
+		out, err := outputSchema(set.Schemas(), o.Response)
 		if err != nil {
-			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.name, err)
+			return nil, fmt.Errorf("mcpapi: tool %s: %w", t.Name, err)
 		}
-		h.server.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: in, OutputSchema: out,
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: true, OpenWorldHint: ptr(t.openWorld)}}, h.handler(t))
+		h.server.AddTool(&mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: in, OutputSchema: out,
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: true, OpenWorldHint: ptr(t.OpenWorld)}}, h.handler(o))
 	}
 	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: h.log, MaxRequestBodyBytes: h.maxBody})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: h.maxBody})
 	return h, nil
 }
 
@@ -145,8 +149,7 @@ func (h *Handler) rateLimited(w http.ResponseWriter, de *domain.Error) {
 	if ms, ok := de.Details["retry_after_ms"].(int64); ok && ms > 1000 {
 		secs = (ms + 999) / 1000
 	}
-	wire := de.Wire()
-	body, _ := json.Marshal(envelope{OK: false, RequestID: h.ids.NewID("rq"), Error: &wire})
+	body, _ := json.Marshal(boundary.Failure(h.answer.NewID(), de))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	w.WriteHeader(http.StatusTooManyRequests)
@@ -171,35 +174,16 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// envelope is the RFC §5.2 result, carried as the tool's structured content.
-type envelope struct {
-	OK        bool              `json:"ok"`
-	RequestID string            `json:"request_id"`
-	Data      any               `json:"data,omitempty"`
-	Error     *domain.WireError `json:"error,omitempty"`
-}
-
 // handler adapts one tool: authenticate, validate the arguments strictly against the operation's schema,
 // run the domain operation, and wrap the envelope.
-func (h *Handler) handler(t tool) mcp.ToolHandler {
+func (h *Handler) handler(o *ops.Op) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var hdr http.Header
 		if req.Extra != nil {
 			hdr = req.Extra.Header
 		}
-		rid, data, err := h.call(ctx, t, hdr, req.Params.Arguments)
-		if rid == "" {
-			rid = h.ids.NewID("rq")
-		}
-		env := envelope{OK: true, RequestID: rid, Data: data}
-		if err != nil {
-			de := domain.AsError(err)
-			if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
-				h.log.Error("mcp tool failed", "tool", t.name, "request_id", rid, "code", string(de.Code), "error", err.Error())
-			}
-			w := de.Wire()
-			env = envelope{OK: false, RequestID: rid, Error: &w}
-		}
+		rid, data, err := h.call(ctx, o, hdr, req.Params.Arguments)
+		env, _ := h.answer.Answer(ctx, o.Name, rid, data, err)
 		return toolResult(env)
 	}
 }
@@ -207,7 +191,7 @@ func (h *Handler) handler(t tool) mcp.ToolHandler {
 // toolResult carries the envelope as structured content and, serialized to the same JSON, as the one text
 // block: the MCP specification asks a tool with structured content to do so, clients of protocol versions
 // before 2025-06-18 see only content, and many hosts hand the model only the text.
-func toolResult(env envelope) (*mcp.CallToolResult, error) {
+func toolResult(env boundary.Envelope) (*mcp.CallToolResult, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // message text stays readable: "<" rather than "\u003c"
@@ -219,7 +203,7 @@ func toolResult(env envelope) (*mcp.CallToolResult, error) {
 		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
 }
 
-func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.RawMessage) (string, any, error) {
+func (h *Handler) call(ctx context.Context, o *ops.Op, hdr http.Header, args json.RawMessage) (string, any, error) {
 	p, err := h.svc.Authenticate(ctx, boundary.Bearer(hdr))
 	if err != nil {
 		return "", nil, err
@@ -230,21 +214,15 @@ func (h *Handler) call(ctx context.Context, t tool, hdr http.Header, args json.R
 	if len(args) > h.svc.Limits().MaxRequestBytes {
 		return "", nil, domain.Errorf(domain.CodePayloadTooLarge, "arguments are larger than %d bytes", h.svc.Limits().MaxRequestBytes)
 	}
-	if err := boundary.CheckSyntax(args); err != nil {
-		return "", nil, err
-	}
-	rid := boundary.RequestID(args)
-	if err := h.validate(t, args); err != nil {
+	req, rid, err := h.ops.Decode(o, args, true, nil)
+	if err != nil {
 		return rid, nil, err
 	}
-	env := callEnv{ctx: ctx, p: p, args: args, baseURL: hdr.Get(baseURLHeader)}
-	data, err := t.run(h.svc, env)
+	data, err := o.Run(ctx, ops.Call{Svc: h.svc, P: p, BaseURL: hdr.Get(baseURLHeader)}, req)
 	return rid, data, err
 }
 
-func (h *Handler) validate(t tool, args json.RawMessage) error {
-	if t.schema != "" {
-		return boundary.Validate(h.reg, t.schema, args)
-	}
-	return boundary.Invalid(h.locals[t.name].Validate(args))
+// Over is the MCP transport of transport.New: the endpoint over the composed parts.
+func Over(p transport.Parts) (http.Handler, error) {
+	return New(p.Svc, Options{Schemas: p.Schemas, Ops: p.Ops, IDs: p.IDs, Logger: p.Logger, Version: p.Version})
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/internal/echo"
 )
 

@@ -47,7 +47,7 @@ import (
 
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 )
 
 // MaxSpaceIDBytes is the longest accepted space id.

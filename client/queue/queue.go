@@ -32,6 +32,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
@@ -117,7 +118,7 @@ func Open(path string, api API, consumerID string, opts ...Option) (*Queue, erro
 		return nil, fmt.Errorf("queue: creating directory of %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: q.lockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	if err != nil {

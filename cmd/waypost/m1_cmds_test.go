@@ -93,13 +93,13 @@ func randomBytes(seed uint64, n int) []byte {
 func hexSHA(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // fails runs a command that must fail and returns its error and stderr.
-func (c *cliTest) fails(args ...string) (error, string) {
+func (c *cliTest) fails(args ...string) (string, error) {
 	c.t.Helper()
 	_, errOut, err := c.run("", args...)
 	if err == nil {
 		c.t.Fatalf("waypost %s succeeded", strings.Join(args, " "))
 	}
-	return err, errOut
+	return errOut, err
 }
 
 func TestCLIBlobPutGet(t *testing.T) {
@@ -145,7 +145,7 @@ func TestCLIBlobPutGet(t *testing.T) {
 	if got, err := os.ReadFile(dst); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("downloaded file differs (%d bytes, %v)", len(got), err)
 	}
-	err, _ = c.fails(append([]string{"blob", "get", res.Info.BlobID, "-o", dst}, f.asA...)...)
+	_, err = c.fails(append([]string{"blob", "get", res.Info.BlobID, "-o", dst}, f.asA...)...)
 	if exitCode(err) != 2 {
 		t.Fatalf("overwriting without --force: %v (exit %d)", err, exitCode(err))
 	}
@@ -155,10 +155,10 @@ func TestCLIBlobPutGet(t *testing.T) {
 		t.Fatalf("blob get -o -: %v, %d bytes on stdout, stderr:\n%s", err, len(stdout), stderr)
 	}
 	// B may not read A's blob; a missing file is a usage error.
-	if err, _ := c.fails(append([]string{"blob", "get", res.Info.BlobID}, f.asB...)...); !strings.Contains(err.Error(), "NOT_FOUND") {
+	if _, err := c.fails(append([]string{"blob", "get", res.Info.BlobID}, f.asB...)...); !strings.Contains(err.Error(), "NOT_FOUND") {
 		t.Fatalf("B reads A's blob: %v", err)
 	}
-	if err, _ := c.fails(append([]string{"blob", "put", filepath.Join(t.TempDir(), "absent")}, f.asA...)...); exitCode(err) != 2 {
+	if _, err := c.fails(append([]string{"blob", "put", filepath.Join(t.TempDir(), "absent")}, f.asA...)...); exitCode(err) != 2 {
 		t.Fatalf("put of a missing file: %v", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestCLIBlobGetVerifies(t *testing.T) {
 		return true
 	})
 	dst := filepath.Join(t.TempDir(), "out.txt")
-	err, _ := c.fails("blob", "get", id, "-o", dst, "--url", via, "--token", f.writerAll)
+	_, err := c.fails("blob", "get", id, "-o", dst, "--url", via, "--token", f.writerAll)
 	if !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("altered download: %v", err)
 	}
@@ -233,7 +233,7 @@ func TestCLIBlobPutResumes(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "big.bin")
 			writeFile(t, file, data)
 			via := faultProxy(t, c.url, tc.fault(t))
-			err, errOut := c.fails("blob", "put", file, "--url", via, "--token", f.writerAll)
+			errOut, err := c.fails("blob", "put", file, "--url", via, "--token", f.writerAll)
 			if !strings.Contains(errOut, "retry 2/2 with the same request") {
 				t.Fatalf("first run: %v; stderr:\n%s", err, errOut)
 			}
@@ -329,7 +329,7 @@ func TestCLIMemoryPublishReadExport(t *testing.T) {
 		t.Fatalf("delta: %+v", pub)
 	}
 	// A stale expected revision is a conflict naming the current one, and publishes nothing.
-	err, _ = c.fails(append([]string{"memory", "publish", src, "--collection", f.coll, "--delta", "--expected-revision", "1"}, f.asA...)...)
+	_, err = c.fails(append([]string{"memory", "publish", src, "--collection", f.coll, "--delta", "--expected-revision", "1"}, f.asA...)...)
 	if !strings.Contains(err.Error(), "REVISION_CONFLICT") || !strings.Contains(err.Error(), "at revision 2") || exitCode(err) != 1 {
 		t.Fatalf("stale publish: %v", err)
 	}
@@ -383,7 +383,7 @@ func TestCLIMemoryPublishReadExport(t *testing.T) {
 	if idx, err := os.ReadFile(filepath.Join(dst, "INDEX.md")); err != nil || !strings.Contains(string(idx), "revision 2") || !strings.Contains(string(idx), "sub/b.txt") {
 		t.Fatalf("INDEX.md: %v\n%s", err, idx)
 	}
-	if err, _ := c.fails(append([]string{"memory", "export", "--collection", f.coll, "--out", dst}, f.asB...)...); exitCode(err) != 2 {
+	if _, err := c.fails(append([]string{"memory", "export", "--collection", f.coll, "--out", dst}, f.asB...)...); exitCode(err) != 2 {
 		t.Fatalf("export into a non-empty directory: %v", err)
 	}
 	// The source exports revision 1. (B cannot: the service lets a collection reader fetch only the blobs of
@@ -431,7 +431,7 @@ func TestCLIMemoryExportRefusesEscapes(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dst, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	if err, _ := c.fails(append([]string{"memory", "export", "--collection", f.coll, "--out", dst, "--force"}, f.asA...)...); err == nil {
+	if _, err := c.fails(append([]string{"memory", "export", "--collection", f.coll, "--out", dst, "--force"}, f.asA...)...); err == nil {
 		t.Fatal("unreachable")
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
@@ -501,7 +501,7 @@ func TestCLIMemoryPublishResumes(t *testing.T) {
 		hangUp(t, w)
 		return true
 	})
-	err, errOut := c.fails("memory", "publish", src, "--collection", f.coll, "--snapshot", "--url", via, "--token", f.writerAll)
+	errOut, err := c.fails("memory", "publish", src, "--collection", f.coll, "--snapshot", "--url", via, "--token", f.writerAll)
 	if forwarded.Load() != 3 || !strings.Contains(errOut, "retry 2/2") {
 		t.Fatalf("first run: %v, %d attempts; stderr:\n%s", err, forwarded.Load(), errOut)
 	}
@@ -545,7 +545,7 @@ func TestCLIMemoryUsageErrors(t *testing.T) {
 		{"wait", "--follow", "--cursor", "abc"},
 		{"wait", "--state", "x"},
 	} {
-		err, _ := c.fails(append(args, f.asA...)...)
+		_, err := c.fails(append(args, f.asA...)...)
 		if exitCode(err) != 2 {
 			t.Errorf("waypost %s: %v (exit %d), want a usage error", strings.Join(args, " "), err, exitCode(err))
 		}

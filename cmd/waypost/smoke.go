@@ -270,7 +270,7 @@ func (s *smoke) loop(ctx context.Context, a, b *smokeParty) error {
 				acks = append(acks, domain.AckEntry{ItemID: it.ItemID, Stage: domain.StageProcessed})
 			}
 			if !gotReceipt || !gotReply {
-				return "", fmt.Errorf("A's inbox has receipt %v, reply %v (%d items)", gotReceipt, gotReply, len(pg.Items))
+				return "", fmt.Errorf("actor A's inbox has receipt %v, reply %v (%d items)", gotReceipt, gotReply, len(pg.Items))
 			}
 			_, err = a.cl.Ack(ctx, domain.AckRequest{RequestID: client.NewRequestID(), ConsumerID: a.consumer, Items: acks, CheckpointCursor: a.cursor})
 			return "and acked them processed", err
@@ -362,7 +362,7 @@ func (s *smoke) memory(ctx context.Context, a, b *smokeParty, coll, blobID strin
 			return "", err
 		}
 		if pg.Revision != rev || len(pg.Items) != 1 || pg.Items[0].BlobID != blobID {
-			return "", fmt.Errorf("B reads revision %d with %d items", pg.Revision, len(pg.Items))
+			return "", fmt.Errorf("actor B reads revision %d with %d items", pg.Revision, len(pg.Items))
 		}
 		return "", nil
 	})

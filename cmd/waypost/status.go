@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/domain"
 )
 
@@ -60,7 +61,7 @@ ID, which is not proof that nothing happened elsewhere: repeat the send with the
 	}
 	f := cmd.Flags()
 	c.addDataFlags(f)
-	f.StringVar(&operation, "operation", domain.OpMessageSend, "operation name: "+strings.Join(domain.StatusOperations(), ", "))
+	f.StringVar(&operation, "operation", domain.OpMessageSend, "operation name: "+strings.Join(ops.StatusOperations(), ", "))
 	f.StringVar(&requestID, "request-id", "", "the request ID of the submission (required)")
 	return withUsageErrors(cmd)
 }

@@ -127,8 +127,8 @@ type mxFault struct {
 	condOp func(ops []port.Op) int
 }
 
-// mxErrInjected is the transient error of an injected fault.
-var mxErrInjected = fmt.Errorf("failure matrix: injected fault: %w", port.ErrUnavailable)
+// errMxInjected is the transient error of an injected fault.
+var errMxInjected = fmt.Errorf("failure matrix: injected fault: %w", port.ErrUnavailable)
 
 // mxInjector holds the armed fault and counts the writes it sees.
 type mxInjector struct {
@@ -211,13 +211,13 @@ func (s *mxStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	}
 	switch f.mode {
 	case mxFailBefore:
-		return 0, fmt.Errorf("%s transaction: %w", ph, mxErrInjected)
+		return 0, fmt.Errorf("%s transaction: %w", ph, errMxInjected)
 	case mxFailAfter:
 		if _, err := s.ItemStore.Commit(ctx, tx); err != nil {
 			s.inj.putBack(f)
 			return 0, err
 		}
-		return 0, fmt.Errorf("%s transaction applied, response lost: %w", ph, mxErrInjected)
+		return 0, fmt.Errorf("%s transaction applied, response lost: %w", ph, errMxInjected)
 	case mxCondition:
 		i := f.condOp(ops)
 		return 0, &port.ConditionFailedError{Index: i, Key: ops[i].Item.Key}
@@ -286,13 +286,13 @@ func (b *mxBlobs) Put(ctx context.Context, key string, size int64, sha256 string
 	}
 	switch f.mode {
 	case mxFailBefore:
-		return port.BlobInfo{}, fmt.Errorf("body put: %w", mxErrInjected)
+		return port.BlobInfo{}, fmt.Errorf("body put: %w", errMxInjected)
 	case mxFailAfter:
 		if _, err := b.BlobStore.Put(ctx, key, size, sha256, r); err != nil {
 			b.inj.putBack(f)
 			return port.BlobInfo{}, err
 		}
-		return port.BlobInfo{}, fmt.Errorf("body put stored, response lost: %w", mxErrInjected)
+		return port.BlobInfo{}, fmt.Errorf("body put stored, response lost: %w", errMxInjected)
 	default:
 		return b.BlobStore.Put(ctx, key, size, sha256, r)
 	}

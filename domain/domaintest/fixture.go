@@ -13,7 +13,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 )
 
 // Backend is one storage adapter pair under test.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/platform"
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
+	"github.com/waypost/waypost/internal/platform"
 )
 
 // RunWebhookProperties runs property P15 (SUPPLEMENT §15: webhook events) and the deterministic delivery

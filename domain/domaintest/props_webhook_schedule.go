@@ -12,7 +12,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
 )
 
 // whScene is one subscription of B's inbox consumer to message events, with A sending to B.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 )
 
 // TestRateLimitPerCredential: each credential has its own token bucket (the space's rate limits): a full

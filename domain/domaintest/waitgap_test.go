@@ -10,7 +10,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/mem"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/domain/retry"
 	"github.com/waypost/waypost/internal/syncbuf"
-	"github.com/waypost/waypost/webhook/retry"
 )
 
 // Secrets of the rule tests ("whsec_" + standard base64 of 32 bytes).

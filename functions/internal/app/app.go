@@ -41,7 +41,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/s3blob"
 )
@@ -145,23 +145,36 @@ type ServiceOptions struct {
 	WaitsPerSpace int
 }
 
-// Service builds the domain service over the DynamoDB table and the S3 bucket of e.Config, with AWSLimits,
-// and returns it with the ID source it uses.
-// A function that reads no cursor key (config.VarsFor: the sweeper) never encodes or decodes a cursor, so it
-// gets a random one of its own.
+// Service builds the domain service of DomainConfig and returns it with the ID source it uses (the roles
+// without a transport; the HTTP and MCP roles build theirs with api/transport over DomainConfig).
 func (e Env) Service(logger *slog.Logger, opts ServiceOptions) (*domain.Service, port.IDSource, error) {
+	cfg, err := e.DomainConfig(logger, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := domain.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
+	}
+	return svc, cfg.IDs, nil
+}
+
+// DomainConfig is the configuration of the domain service over the DynamoDB table and the S3 bucket of
+// e.Config, with AWSLimits. A function that reads no cursor key (config.VarsFor: the sweeper) never encodes
+// or decodes a cursor, so it gets a random one of its own.
+func (e Env) DomainConfig(logger *slog.Logger, opts ServiceOptions) (domain.Config, error) {
 	cfg := e.Config
 	ids := platform.IDs{}
 	cursorKey := []byte(cfg.CursorKey)
 	if names, err := config.VarsFor(e.Name); err == nil && !slices.Contains(names, config.EnvCursorKey) && len(cursorKey) == 0 {
 		cursorKey = make([]byte, config.MinCursorKeyBytes)
 		if err := ids.Random(cursorKey); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
+			return domain.Config{}, fmt.Errorf("%s: %w", e.Name, err)
 		}
 	}
 	st, err := dynamo.New(dynamodb.NewFromConfig(e.AWS, dynamo.ClientOptions(cfg.DynamoDBEndpoint)), cfg.Table, dynamo.Options{TTL: true}) // the CDK table has time to live on "ttl"
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
+		return domain.Config{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
 	s3c := s3.NewFromConfig(e.AWS, func(o *s3.Options) {
 		if cfg.S3Endpoint != "" {
@@ -171,24 +184,20 @@ func (e Env) Service(logger *slog.Logger, opts ServiceOptions) (*domain.Service,
 	})
 	blobs, err := s3blob.New(s3c, cfg.Bucket, s3blob.Options{Prefix: cfg.BlobPrefix})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
+		return domain.Config{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
 	notifier := opts.Notifier
 	if notifier == nil && cfg.ChannelURL != "" {
 		api, err := chanclient.New(cfg.ChannelURL, cfg.ChannelSecret)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: channel service: %w", e.Name, err)
+			return domain.Config{}, fmt.Errorf("%s: channel service: %w", e.Name, err)
 		}
 		notifier = livefeed.NewRemote(api, logger)
 	}
 	limits := AWSLimits()
-	svc, err := domain.New(domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
+	return domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
 		Notifier: notifier, Watcher: opts.Watcher, Limits: &limits, Webhooks: opts.Webhooks, DeliveryQueue: opts.DeliveryQueue,
-		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax, WaitsPerSpace: opts.WaitsPerSpace})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", e.Name, err)
-	}
-	return svc, ids, nil
+		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax, WaitsPerSpace: opts.WaitsPerSpace}, nil
 }
 
 // Function is one initialized function (a cold start): its configuration and what it serves.

@@ -18,7 +18,7 @@ import (
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/internal/delivery"
-	"github.com/waypost/waypost/platform"
+	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/faulty"

@@ -12,23 +12,13 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/secrets"
-	"github.com/waypost/waypost/schemas"
 )
-
-// Mount is what a role adds to the shared API's routes (the MCP endpoint).
-type Mount struct {
-	Svc     *domain.Service
-	Schemas *schemas.Registry
-	IDs     port.IDSource
-	Logger  *slog.Logger
-	Version string
-}
 
 // Options are what an HTTP role adds to the shared API.
 type Options struct {
@@ -37,8 +27,6 @@ type Options struct {
 	Admin bool
 	// Ports adds ports to the role's domain service (webhookrole: the webhook sender and the delivery queue).
 	Ports func(env app.Env, logger *slog.Logger, opts *app.ServiceOptions) error
-	// Extra mounts more routes on the handler's mux (mcprole: /mcp).
-	Extra func(mux *http.ServeMux, m Mount) error
 }
 
 // Spec is the role name with opts: secrets from Secrets Manager, the handler from Build.
@@ -76,27 +64,14 @@ func Handler(env app.Env, logger *slog.Logger, opts Options) (http.Handler, *dom
 			return nil, nil, err
 		}
 	}
-	svc, ids, err := env.Service(logger, sopts)
+	cfg, err := env.DomainConfig(logger, sopts)
 	if err != nil {
 		return nil, nil, err
 	}
-	reg, err := schemas.New()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: loading schemas: %w", name, err)
-	}
-	hopts := httpapi.Options{AdminSecret: env.Config.AdminSecret, Logger: logger, IDs: ids, Schemas: reg}
-	var mountErr error
-	if opts.Extra != nil {
-		hopts.Extra = func(mux *http.ServeMux, _ *httpapi.API) {
-			mountErr = opts.Extra(mux, Mount{Svc: svc, Schemas: reg, IDs: ids, Logger: logger, Version: env.Config.Version})
-		}
-	}
-	api, err := httpapi.New(svc, hopts)
-	if err == nil {
-		err = mountErr
-	}
+	stack, err := transport.New(cfg, transport.Options{HTTP: httpapi.Over(httpapi.Options{}), AdminSecret: env.Config.AdminSecret, Logger: logger,
+		Version: env.Config.Version})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return api, svc, nil
+	return stack.Handler, stack.Svc, nil
 }

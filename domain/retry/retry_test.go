@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waypost/waypost/webhook/retry"
+	"github.com/waypost/waypost/domain/retry"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)

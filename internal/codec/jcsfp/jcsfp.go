@@ -39,7 +39,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 )
 
 // MaxSafeInteger is the largest integer magnitude accepted: 2^53-1.

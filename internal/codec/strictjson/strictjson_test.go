@@ -253,12 +253,14 @@ func TestDecodeSizeLimit(t *testing.T) {
 	}
 }
 
+// TestDecodeMaxBytesReader: the refusal of the transport's own reader reaches the transport, which maps
+// it (the package does not import net/http).
 func TestDecodeMaxBytesReader(t *testing.T) {
 	rec := httptest.NewRecorder()
 	r := http.MaxBytesReader(rec, io.NopCloser(strings.NewReader(`{"request_id":"req_1"}`)), 5)
 	err := Decode(r, 1000, new(testRequest))
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("err = %v, want ErrTooLarge", err)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); !ok || errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want the reader's *http.MaxBytesError, wrapped", err)
 	}
 }
 

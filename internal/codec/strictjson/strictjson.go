@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -131,9 +130,10 @@ func truncatePointer(p string) string {
 // Decode reads a request body from r and decodes it strictly into v, which
 // must be a non-nil pointer. It reads at most maxBytes+1 bytes; a body longer
 // than maxBytes is rejected with an error wrapping [ErrTooLarge] without
-// reading further. An *http.MaxBytesError from r (http.MaxBytesReader) is
-// also reported as ErrTooLarge. Other read errors are returned wrapped but do
-// not wrap ErrInvalid or ErrTooLarge. A negative maxBytes is treated as 0.
+// reading further. Read errors of r are returned wrapped (errors.As finds
+// them: a transport maps its own reader's refusals, such as net/http's
+// *http.MaxBytesError) and wrap neither ErrInvalid nor ErrTooLarge, so this
+// package knows nothing of HTTP. A negative maxBytes is treated as 0.
 //
 // See the package documentation and [DecodeBytes] for the rules applied.
 func Decode(r io.Reader, maxBytes int64, v any) error {
@@ -149,10 +149,6 @@ func Decode(r io.Reader, maxBytes int64, v any) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, limit))
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &Error{Err: ErrTooLarge, Offset: -1,
-				Reason: "body exceeds the limit of the transport"}
-		}
 		return fmt.Errorf("strictjson: reading request body: %w", err)
 	}
 	if int64(len(b)) > maxBytes {

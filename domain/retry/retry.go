@@ -1,6 +1,6 @@
-// Package retry decides when to attempt a webhook delivery again (RFC §12.4): at most 5 attempts, the
-// first immediately and the next ones 1 s, 5 s, 30 s and 5 min after the previous attempt ended, each delay
-// with bounded jitter; a valid Retry-After is honoured, but no attempt is planned at or past the
+// Package retry is the domain's policy for when to attempt a webhook delivery again (RFC §12.4): at most 5
+// attempts, the first immediately and the next ones 1 s, 5 s, 30 s and 5 min after the previous attempt
+// ended, each delay with bounded jitter; a valid Retry-After is honoured, but no attempt is planned at or past the
 // subscription's expiry.
 //
 // The schedule is deliberately short (about six minutes end to end): a webhook is only a hint, and the
@@ -12,10 +12,26 @@ package retry
 
 import (
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"time"
 )
+
+// httpDateLayouts are the HTTP-date forms of RFC 9110 §5.6.7 a recipient accepts: IMF-fixdate, then the
+// obsolete RFC 850 and asctime forms (as net/http's ParseTime; this package is the domain's and imports no
+// HTTP).
+func httpDateLayouts() []string {
+	return []string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC}
+}
+
+// parseHTTPDate parses an HTTP-date.
+func parseHTTPDate(v string) (time.Time, bool) {
+	for _, layout := range httpDateLayouts() {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
 
 // MaxAttempts is the number of attempts after which a delivery stops.
 const MaxAttempts = 5
@@ -122,8 +138,8 @@ func ParseRetryAfter(v string, now time.Time) (time.Time, bool) {
 		}
 		return now.Add(time.Duration(secs) * time.Second), true
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	t, ok := parseHTTPDate(v)
+	if !ok {
 		return time.Time{}, false
 	}
 	if t.Before(now) {

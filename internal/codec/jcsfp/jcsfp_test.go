@@ -11,7 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
 
-	"github.com/waypost/waypost/codec/strictjson"
+	"github.com/waypost/waypost/internal/codec/strictjson"
 )
 
 func TestCanonicalNumbers(t *testing.T) {

@@ -1,0 +1,120 @@
+package ops_test
+
+import (
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/waypost/waypost/api/ops"
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/schemas"
+)
+
+// TestDescriptorsAreComplete checks what every transport relies on: unique names and routes, existing
+// schemas, a domain call wherever one is needed, a request schema for every call.
+func TestDescriptorsAreComplete(t *testing.T) {
+	t.Parallel()
+	set, err := ops.NewSet(schemas.MustNew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := set.Schemas()
+	routes := map[string]bool{}
+	tools := map[string]bool{}
+	for _, o := range set.List() {
+		key := o.Method + " " + o.Path
+		if routes[key] {
+			t.Errorf("%s: route %s twice", o.Name, key)
+		}
+		routes[key] = true
+		for _, name := range []string{o.Request, o.Response} {
+			if _, ok := reg.Raw(name); name != "" && !ok {
+				t.Errorf("%s: no schema %q", o.Name, name)
+			}
+		}
+		if !o.Served() && !o.Stream {
+			t.Errorf("%s: neither a domain call nor a handler of its own", o.Name)
+		}
+		if o.Served() && o.Request == "" && o.Args == "" {
+			t.Errorf("%s: a call without a request schema", o.Name)
+		}
+		if o.HasBody() != (o.Request != "") && o.Served() {
+			t.Errorf("%s: %s with request schema %q", o.Name, o.Method, o.Request)
+		}
+		if o.Tool != nil {
+			if tools[o.Tool.Name] || !o.Served() || o.Response == "" {
+				t.Errorf("%s: tool %s is a duplicate, has no call or no response schema", o.Name, o.Tool.Name)
+			}
+			tools[o.Tool.Name] = true
+		}
+	}
+}
+
+// TestStatusOperations: status reports exactly the write operations that record a submission.
+func TestStatusOperations(t *testing.T) {
+	t.Parallel()
+	want := []string{domain.OpMessageSend, domain.OpInboxAck, domain.OpBlobPrepare, domain.OpBlobCommit, domain.OpMemoryPublish,
+		domain.OpSubscriptionUpsert, domain.OpSubscriptionStop}
+	if got := ops.StatusOperations(); !slices.Equal(got, want) {
+		t.Errorf("StatusOperations() = %v, want %v", got, want)
+	}
+}
+
+// TestQueryParametersAreCheckedLikeArguments: a GET's path and query become the same document the MCP
+// tool receives as arguments, typed by the request, and the same schema accepts or refuses it.
+func TestQueryParametersAreCheckedLikeArguments(t *testing.T) {
+	t.Parallel()
+	set, err := ops.NewSet(schemas.MustNew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := set.Op("memory.read")
+	path := func(string) string { return "c1" }
+	for _, tc := range []struct {
+		query string
+		doc   string
+		field string // details.field of the refusal; "" when accepted
+	}{
+		{"", `{"collection_id":"c1"}`, ""},
+		{"limit=5&include_tombstones=1&revision=3&cursor=abc", `{"collection_id":"c1","cursor":"abc","include_tombstones":true,"limit":5,"revision":3}`, ""},
+		{"include_tombstones=FALSE&unknown=x", `{"collection_id":"c1","include_tombstones":false}`, ""},
+		{"revision=abc", `{"collection_id":"c1","revision":"abc"}`, "revision"},
+		{"limit=0", `{"collection_id":"c1","limit":0}`, "limit"},
+		{"include_tombstones=maybe", `{"collection_id":"c1","include_tombstones":"maybe"}`, "include_tombstones"},
+	} {
+		q, _ := url.ParseQuery(tc.query)
+		doc := read.Params(path, q)
+		if string(doc) != tc.doc {
+			t.Errorf("%q: document %s, want %s", tc.query, doc, tc.doc)
+		}
+		_, httpRID, httpErr := set.Decode(read, doc, false, nil)
+		_, _, mcpErr := set.Decode(read, doc, true, nil)
+		if domain.CodeOf(httpErr) != domain.CodeOf(mcpErr) || httpRID != "" {
+			t.Errorf("%q: HTTP %v, MCP %v", tc.query, httpErr, mcpErr)
+		}
+		got := ""
+		if httpErr != nil {
+			got, _ = domain.AsError(httpErr).Details["field"].(string)
+		}
+		if got != tc.field {
+			t.Errorf("%q: refused on %q (%v), want %q", tc.query, got, httpErr, tc.field)
+		}
+	}
+}
+
+// TestPathParametersFillTheRequest: the body of a control-plane call and its path make one request.
+func TestPathParametersFillTheRequest(t *testing.T) {
+	t.Parallel()
+	set, err := ops.NewSet(schemas.MustNew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := set.Op("admin.token.rotate")
+	_, rid, err := set.Decode(o, []byte(`{"request_id":"r-1"}`), false, func(n string) string { return n + "-value" })
+	if err != nil || rid != "r-1" || !o.EchoesRequestID() {
+		t.Fatalf("Decode = %q, %v (echoes %v)", rid, err, o.EchoesRequestID())
+	}
+	if _, _, err := set.Decode(o, []byte(`{"request_id":"r-1","space_id":"s"}`), false, nil); domain.CodeOf(err) != domain.CodeInvalidRequest {
+		t.Errorf("a path parameter in the body: %v, want INVALID_REQUEST", err)
+	}
+}
