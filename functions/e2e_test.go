@@ -45,7 +45,7 @@ func buildFunctions(t *testing.T, names ...string) map[string]string {
 		t.Skipf("no go command to build the bootstraps with: %v", err)
 	}
 	built := filepath.Join(dir, "built")
-	args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-gcflags=all=-l",
+	args := []string{"build", "-tags", "lambda.norpc,nethttpomithttp2", "-trimpath", "-gcflags=all=-l",
 		"-gcflags=github.com/santhosh-tekuri/jsonschema/...=", "-gcflags=github.com/waypost/waypost/...=", "-ldflags", "-s -w", "-o", built + string(filepath.Separator)}
 	for _, name := range names {
 		args = append(args, "./"+name)
