@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -185,7 +186,8 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 		if found {
 			cond = port.AttrEquals(attrPos, cur.Attr(attrPos))
 		}
-		ops = append(ops, port.Put(port.Item{Key: cpKey, Attrs: map[string]string{attrPos: strconv.FormatUint(cpPos, 10)}}, cond))
+		ops = append(ops, port.Put(port.Item{Key: cpKey, Attrs: map[string]string{attrPos: strconv.FormatUint(cpPos, 10),
+			attrAt: s.clock.Now().UTC().Format(time.RFC3339Nano)}}, cond))
 		c := s.cursorAt(fs, cpPos)
 		cpOut = &c
 	}

@@ -30,11 +30,21 @@ type SpaceResult struct {
 	CreatedAt          time.Time `json:"created_at"`
 	// RateLimits are the per-credential rate limits in force (the owner's, or the defaults).
 	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+	// State is active, deleting or deleted (DeleteSpace).
+	State string `json:"state,omitempty"`
+	// Deletion describes the deletion of a deleting or deleted space: when, how far, what was removed.
+	Deletion *SpaceDeletion `json:"deletion,omitempty"`
 }
 
 func spaceResult(sp Space) SpaceResult {
-	return SpaceResult{SpaceID: sp.SpaceID, DefaultRecipientID: sp.DefaultRecipientID, SourceURI: sp.SourceURI,
-		DisplayName: sp.DisplayName, CreatedAt: sp.CreatedAt}
+	res := SpaceResult{SpaceID: sp.SpaceID, DefaultRecipientID: sp.DefaultRecipientID, SourceURI: sp.SourceURI,
+		DisplayName: sp.DisplayName, CreatedAt: sp.CreatedAt, State: sp.state()}
+	if sp.Deletion != nil {
+		d := *sp.Deletion
+		d.PendingObjects = nil // internal progress
+		res.Deletion = &d
+	}
+	return res
 }
 
 // spaceResult describes a space with the rate limits in force.
@@ -95,6 +105,7 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 			return &onceTx{resourceID: sp.SpaceID, build: func(uint64) ([]port.Op, any, []port.Published) {
 				return []port.Op{
 					port.Put(item(keySpace(sp.SpaceID), sp), port.NotExists()),
+					port.Put(port.Item{Key: keySpaceIndex(sp.SpaceID)}, port.NotExists()),
 					port.Put(item(keyActor(sp.SpaceID, recipient.ActorID), recipient, attrGen, "1"), port.NotExists()),
 				}, spaceResult(sp), nil
 			}}, nil
@@ -103,39 +114,50 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 	return decodeResult[SpaceResult](raw, err)
 }
 
-// GetSpace returns a space.
+// GetSpace returns a space, also while it is deleting and once it is deleted (with what was removed). The
+// owner reads the store, never the cache.
 func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, error) {
-	sp, err := s.freshSpace(ctx, spaceID)
+	sp, _, found, err := s.spaceRecord(ctx, spaceID)
 	if err != nil {
 		return SpaceResult{}, err
+	}
+	if !found {
+		return SpaceResult{}, Errorf(CodeNotFound, "no such space")
 	}
 	return s.spaceResult(sp), nil
 }
 
-// space returns a space record, possibly cached for up to spaceCacheTTL (see authCache).
-func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
+// spaceRecord reads a space record in any state from the store and refreshes the cache with it.
+func (s *Service) spaceRecord(ctx context.Context, spaceID string) (Space, port.Item, bool, error) {
 	if !ValidID(spaceID) {
-		return Space{}, Errorf(CodeNotFound, "no such space")
+		return Space{}, port.Item{}, false, nil
 	}
-	if sp, ok := s.auth.space(spaceID, s.clock.Now()); ok {
-		return sp, nil
+	sp, it, found, err := getRecord[Space](ctx, s.store, keySpace(spaceID))
+	if err == nil && found {
+		s.auth.putSpace(sp, s.clock.Now())
 	}
-	return s.freshSpace(ctx, spaceID)
+	return sp, it, found, err
 }
 
-// freshSpace reads a space record from the store and refreshes the cache with it.
-func (s *Service) freshSpace(ctx context.Context, spaceID string) (Space, error) {
-	if !ValidID(spaceID) {
-		return Space{}, Errorf(CodeNotFound, "no such space")
+// space returns an active space, possibly cached for up to spaceCacheTTL (see authCache): a space being
+// deleted or deleted is NOT_FOUND, like an absent one. Access to a deleted space never depends on the
+// cache (DeleteSpace revokes every actor); control-plane calls use liveSpace.
+func (s *Service) space(ctx context.Context, spaceID string) (Space, error) {
+	if sp, ok := s.auth.space(spaceID, s.clock.Now()); ok && sp.state() == SpaceActive {
+		return sp, nil
 	}
-	sp, _, found, err := getRecord[Space](ctx, s.store, keySpace(spaceID))
+	return s.liveSpace(ctx, spaceID)
+}
+
+// liveSpace returns an active space read from the store (control plane: the owner sees a deletion at once).
+func (s *Service) liveSpace(ctx context.Context, spaceID string) (Space, error) {
+	sp, _, found, err := s.spaceRecord(ctx, spaceID)
 	if err != nil {
 		return Space{}, err
 	}
-	if !found {
+	if !found || sp.state() != SpaceActive {
 		return Space{}, Errorf(CodeNotFound, "no such space")
 	}
-	s.auth.putSpace(sp, s.clock.Now())
 	return sp, nil
 }
 
@@ -160,7 +182,7 @@ func (s *Service) CreateActor(ctx context.Context, spaceID string, req CreateAct
 	if err := checkDisplayName(req.DisplayName); err != nil {
 		return ActorResult{}, err
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return ActorResult{}, err
 	}
 	const op = "admin.actor.create"
@@ -174,7 +196,7 @@ func (s *Service) CreateActor(ctx context.Context, spaceID string, req CreateAct
 		prepare: func(ctx context.Context) (*onceTx, error) {
 			a := Actor{ActorID: s.ids.NewID("act"), SpaceID: spaceID, DisplayName: req.DisplayName, CreatedAt: s.clock.Now().UTC()}
 			return &onceTx{resourceID: a.ActorID, build: func(uint64) ([]port.Op, any, []port.Published) {
-				return []port.Op{port.Put(item(keyActor(spaceID, a.ActorID), a, attrGen, "1"), port.NotExists())},
+				return []port.Op{port.Put(item(keyActor(spaceID, a.ActorID), a, attrGen, "1"), port.NotExists()), spaceLive(spaceID)},
 					ActorResult{ActorID: a.ActorID, DisplayName: a.DisplayName}, nil
 			}}, nil
 		},
@@ -288,7 +310,7 @@ func (s *Service) RevokeActor(ctx context.Context, spaceID, actorID string, req 
 	if err != nil {
 		return ActorResult{}, err
 	}
-	sp, err := s.space(ctx, spaceID)
+	sp, err := s.liveSpace(ctx, spaceID)
 	if err != nil {
 		return ActorResult{}, err
 	}
@@ -374,7 +396,7 @@ func (s *Service) CreateConsumer(ctx context.Context, spaceID string, req Create
 	if err := checkFilter(req.Filter); err != nil {
 		return ConsumerResult{}, err
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return ConsumerResult{}, err
 	}
 	var f Filter
@@ -400,7 +422,7 @@ func (s *Service) CreateConsumer(ctx context.Context, spaceID string, req Create
 			}
 			c := Consumer{ConsumerID: s.ids.NewID("con"), ActorID: req.ActorID, View: req.View, Filter: f, ViewRevision: 1}
 			return &onceTx{resourceID: c.ConsumerID, build: func(uint64) ([]port.Op, any, []port.Published) {
-				return []port.Op{port.Put(item(keyConsumer(spaceID, c.ConsumerID), c, attrVersion, "1"), port.NotExists())}, consumerResult(c), nil
+				return []port.Op{port.Put(item(keyConsumer(spaceID, c.ConsumerID), c, attrVersion, "1"), port.NotExists()), spaceLive(spaceID)}, consumerResult(c), nil
 			}}, nil
 		},
 	})
@@ -424,7 +446,7 @@ func (s *Service) UpdateConsumer(ctx context.Context, spaceID, consumerID string
 			return ConsumerResult{}, err
 		}
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return ConsumerResult{}, err
 	}
 	var filter *Filter
@@ -496,7 +518,7 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 	if len(req.Scope) == 0 || len(req.Scope) > 4096 {
 		return CollectionResult{}, Errorf(CodeInvalidRequest, "scope must be 1 to 4096 bytes")
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return CollectionResult{}, err
 	}
 	const op = "admin.collection.create"
@@ -530,6 +552,7 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 				return []port.Op{
 						port.Put(item(keyCollection(spaceID, id), c, attrVersion, "0"), port.NotExists()),
 						port.Put(port.Item{Key: keySourceCollection(spaceID, c.SourceActorID, id)}, port.Cond{}),
+						spaceLive(spaceID),
 					},
 					CollectionResult{CollectionID: id, SourceActorID: c.SourceActorID, Scope: c.Scope}, nil
 			}}, nil
@@ -591,7 +614,7 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 	default:
 		return GrantResult{}, Errorf(CodeInvalidRequest, "unknown permission").WithDetails("field", "permission")
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return GrantResult{}, err
 	}
 	const op = "admin.grant.create"
@@ -627,6 +650,7 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 					actorOp,
 					port.Put(item(keyGrant(spaceID, g.ActorID, g.GrantID), g), port.NotExists()),
 					port.Put(item(keyGrantRef(spaceID, g.GrantID), g), port.NotExists()),
+					spaceLive(spaceID),
 				}, grantResult(g), nil
 			}}, nil
 		},
@@ -641,7 +665,7 @@ func (s *Service) RevokeGrant(ctx context.Context, spaceID, grantID string, req 
 	if err != nil {
 		return GrantResult{}, err
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return GrantResult{}, err
 	}
 	return adminChange(ctx, s, spaceID, "admin.grant.revoke", rid, map[string]any{"grant_id": grantID},
@@ -726,7 +750,7 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 		e := req.ExpiresAt.UTC().Truncate(time.Second)
 		expires = &e
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return TokenResult{}, err
 	}
 	const op = "admin.token.create"
@@ -769,6 +793,7 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 				return []port.Op{
 					port.Put(item(keyTokenByDigest(t.Digest), t), port.NotExists()),
 					port.Put(item(keyTokenByID(spaceID, t.TokenID), t, attrDigest, t.Digest), port.NotExists()),
+					spaceLive(spaceID),
 				}, tokenResult(t, ""), nil
 			}, committed: func() { secret = fresh }}, nil
 		},
@@ -799,7 +824,7 @@ func (s *Service) changeToken(ctx context.Context, spaceID, tokenID string, rota
 	if err != nil {
 		return TokenResult{}, err
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return TokenResult{}, err
 	}
 	if !ValidID(tokenID) {

@@ -281,7 +281,7 @@ func (s *Service) Upload(ctx context.Context, p *Principal, uploadID, contentTyp
 	_, err = s.blobs.Put(ctx, key, b.SizeBytes, b.SHA256, io.TeeReader(body, seen))
 	switch {
 	case err == nil:
-		return res, nil
+		return s.uploadStored(ctx, p, key, res)
 	case errors.Is(err, port.ErrBlobChecksum):
 		return UploadResult{}, Errorf(CodeChecksumMismatch, "the uploaded bytes do not hash to the prepared sha256").WithDetails("expected", b.SHA256)
 	case errors.Is(err, port.ErrBlobSize):
@@ -300,6 +300,19 @@ func (s *Service) Upload(ctx context.Context, p *Principal, uploadID, contentTyp
 	default:
 		return UploadResult{}, fmt.Errorf("upload: storing object: %w", err)
 	}
+}
+
+// uploadStored checks, after the bytes were stored, that the upload still exists: the space may have been
+// deleted while they streamed in (DeleteSpace removes the records first), and bytes without their record
+// would be left behind. Then it removes them again and answers NOT_FOUND.
+func (s *Service) uploadStored(ctx context.Context, p *Principal, key string, res UploadResult) (UploadResult, error) {
+	if _, _, found, err := getRecord[blobRecord](ctx, s.store, keyBlob(p.SpaceID, res.BlobID)); err != nil || found {
+		return res, err
+	}
+	if err := s.blobs.Delete(ctx, key); err != nil {
+		return UploadResult{}, fmt.Errorf("upload: removing the bytes of a deleted upload: %w", err)
+	}
+	return UploadResult{}, Errorf(CodeNotFound, "no such upload").WithDetails("upload_id", res.UploadID)
 }
 
 // receivedDigest hashes and counts the bytes of an upload body as the blob store reads them.

@@ -667,7 +667,7 @@ func (s *Service) WorkDeliveries(ctx context.Context, limit int) (int, error) {
 
 // ListDeliveries lists a space's delivery records in one state (admin plane; default failed).
 func (s *Service) ListDeliveries(ctx context.Context, spaceID, state string) (DeliveryList, error) {
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return DeliveryList{}, err
 	}
 	if state == "" {
@@ -706,7 +706,7 @@ func (s *Service) Redeliver(ctx context.Context, spaceID, deliveryID string) (De
 	if err := s.webhooksOn(); err != nil {
 		return Delivery{}, err
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return Delivery{}, err
 	}
 	notFound := Errorf(CodeNotFound, "no such delivery").WithDetails("delivery_id", deliveryID)

@@ -16,7 +16,13 @@ func seqSK(seq uint64) string { return port.SlotSK(seq) }
 
 func parseSeqSK(sk string) (uint64, error) { return strconv.ParseUint(sk, 10, 64) }
 
-func keySpace(space string) port.Key        { return port.Key{PK: "SP#" + space, SK: "META"} }
+func keySpace(space string) port.Key { return port.Key{PK: "SP#" + space, SK: "META"} }
+
+// pkSpaces lists every space of the deployment (SK = space ID), written when a space is created; Verify
+// reads it. Spaces are created rarely, so one partition serves.
+const pkSpaces = "SX"
+
+func keySpaceIndex(space string) port.Key   { return port.Key{PK: pkSpaces, SK: space} }
 func keySeq(space string) port.Key          { return port.Key{PK: "SP#" + space, SK: "SEQ"} }
 func keyActor(space, actor string) port.Key { return port.Key{PK: "SP#" + space, SK: "ACT#" + actor} }
 func keyConsumer(space, consumer string) port.Key {
@@ -88,6 +94,7 @@ const (
 	attrVersion = "v"
 	attrPos     = "pos"
 	attrDigest  = "digest"
+	attrAt      = "at" // when a checkpoint last moved (RFC 3339)
 )
 
 func messageBodyKey(space, msg string) string {

@@ -84,8 +84,11 @@ type memoryState struct {
 
 // revisionRecord is the stored record of one revision.
 type revisionRecord struct {
-	Revision    int64     `json:"revision"`
-	StateKey    string    `json:"state_key"`
+	Revision int64  `json:"revision"`
+	StateKey string `json:"state_key"`
+	// StateSHA256 and StateSize identify the state object (Verify checks it against them).
+	StateSHA256 string    `json:"state_sha256,omitempty"`
+	StateSize   int64     `json:"state_size,omitempty"`
 	Mode        string    `json:"mode"`
 	Upserted    int       `json:"upserted"`
 	Deleted     int       `json:"deleted"`
@@ -499,7 +502,8 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 			Upserted: upserted, Deleted: deleted, CommittedAt: now, VisibleSeq: &vs}
 		sub := Submission{Operation: OpMemoryPublish, RequestID: req.RequestID, Fingerprint: fp, ResourceID: coll.CollectionID,
 			State: StateCommitted, ReservedAt: now, Result: encode(res)}
-		rr := revisionRecord{Revision: next, StateKey: stateKey, Mode: req.Mode, Upserted: upserted, Deleted: deleted, ProducerID: p.ActorID, CommittedAt: now, VisibleSeq: vs}
+		rr := revisionRecord{Revision: next, StateKey: stateKey, StateSHA256: hex.EncodeToString(sum[:]), StateSize: int64(len(raw)),
+			Mode: req.Mode, Upserted: upserted, Deleted: deleted, ProducerID: p.ActorID, CommittedAt: now, VisibleSeq: vs}
 		fi := FeedItem{ItemID: newItemID(seq, coll.CollectionID+"#"+strconv.FormatInt(next, 10)), SpaceID: p.SpaceID, VisibleSeq: vs,
 			ItemType: ItemMemoryRevision, ResourceID: coll.CollectionID, ResourceVersion: next, ProducerID: p.ActorID,
 			RecipientIDs: []string{}, CommittedAt: now,

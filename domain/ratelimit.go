@@ -191,7 +191,7 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 			return SpaceResult{}, err
 		}
 	}
-	if _, err := s.space(ctx, spaceID); err != nil {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return SpaceResult{}, err
 	}
 	var out Space
@@ -208,7 +208,10 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 			sp.RateLimits = &l
 		}
 		out = sp
-		return []port.Op{port.Put(item(it.Key, sp), port.Exists())}, nil
+		if sp.state() != SpaceActive {
+			return nil, Errorf(CodeNotFound, "no such space")
+		}
+		return []port.Op{port.Put(item(it.Key, sp), port.Exists()), spaceLive(spaceID)}, nil
 	})
 	if err != nil {
 		return SpaceResult{}, err

@@ -331,6 +331,7 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		subCond = port.NotExists()
 	}
 	joins := n.InReplyTo != nil || n.ThreadID != nil // the message joins a thread it did not start
+	bodyRaw, bodySum := bodyObject(n)                // verify checks the body against this digest (inline or object)
 	for attempt := 0; attempt < s.retries; attempt++ {
 		// Attachments are re-checked under the authorization this attempt commits with (the commit pins its
 		// generation): a blob.reference grant revoked since the preconditions must not publish (RFC §7.2).
@@ -358,7 +359,8 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				committed.State, committed.Result = StateCommitted, encode(result)
 				msg := storedMessage{Message: Message{MessageID: msgID, SpaceID: p.SpaceID, ProducerID: p.ActorID, ThreadID: fixed.ThreadID, InReplyTo: n.InReplyTo,
 					Kind: n.Kind, Subject: n.Subject, Source: n.Source, RecipientIDs: fixed.RecipientIDs,
-					AttachmentIDs: n.AttachmentIDs, Metadata: n.Metadata, CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: vs}, Inline: inline}
+					AttachmentIDs: n.AttachmentIDs, Metadata: n.Metadata, CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: vs}, Inline: inline,
+					BodySHA256: bodySum, BodySize: int64(len(bodyRaw))}
 				if inline {
 					msg.Body = n.Body
 				}
@@ -427,6 +429,10 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 type storedMessage struct {
 	Message
 	Inline bool `json:"body_inline,omitempty"`
+	// BodySHA256 and BodySize identify the body's JSON form ({"text": …}), stored inline or as the body
+	// object: Verify checks either against them.
+	BodySHA256 string `json:"body_sha256,omitempty"`
+	BodySize   int64  `json:"body_size,omitempty"`
 }
 
 // newItemID makes a feed item ID that embeds its sequence number so the service can find the item; clients

@@ -46,6 +46,9 @@ type Config struct {
 	// RateLimits are the per-credential rate limits of spaces whose owner set none (Service.Admit); nil
 	// means DefaultRateLimits.
 	RateLimits *RateLimits
+	// DeletionStarted, when set, is called after DeleteSpace started a deletion, so that the process's
+	// deletion worker (ContinueDeletions) can begin at once.
+	DeletionStarted func()
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
@@ -72,6 +75,7 @@ type Service struct {
 	waitsPerSpace int
 	rates         *rateLimiter
 	expires       bool // the store deletes items past port.AttrExpires by itself
+	deletionKick  func()
 }
 
 // New returns a Service over the given ports.
@@ -88,6 +92,7 @@ func New(cfg Config) (*Service, error) {
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
 	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
+	s.deletionKick = cfg.DeletionStarted
 	s.waitsPerSpace = cfg.WaitsPerSpace
 	defRates := DefaultRateLimits()
 	if cfg.RateLimits != nil {

@@ -1,0 +1,400 @@
+package domain
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// Verify (RFC §19.2): metadata and blobs are checked together. Every published resource is followed to
+// the bytes it needs — a message to its body (inline, against the digest recorded at commit, or its body
+// object) and to each attachment; a memory revision to its state object and to the blob of each active
+// item; every sealed blob (manifests included) to its object — and each object is read and checked by
+// size and SHA-256. A resource whose bytes are missing or differ is unreadable: Verify reports each one
+// (P04 would not hold for it) and never counts it as restored. It reads through the ports only, so the
+// same check runs on the embedded store and on DynamoDB + S3.
+
+// Verify problems.
+const (
+	ProblemMissingRecord  = "missing_record"  // a record the resource needs is absent
+	ProblemMissingObject  = "missing_object"  // an object the resource needs is absent
+	ProblemSizeMismatch   = "size_mismatch"   // the object's size is not the recorded one
+	ProblemDigestMismatch = "digest_mismatch" // the bytes do not hash to the recorded SHA-256
+	ProblemUndecodable    = "undecodable"     // a record or object cannot be decoded
+	ProblemBlobUnreadable = "blob_unreadable" // a blob the resource references is unreadable
+	ProblemBlobNotSealed  = "blob_not_sealed" // a blob the resource references is not sealed
+)
+
+// VerifyFinding names one unreadable resource.
+type VerifyFinding struct {
+	SpaceID string `json:"space_id"`
+	// Kind is message, memory_revision or blob.
+	Kind string `json:"kind"`
+	// ID is the message ID, "<collection_id>@<revision>" or the blob ID.
+	ID      string `json:"id"`
+	Problem string `json:"problem"`
+	// BlobID names the unreadable blob a message or revision references.
+	BlobID string `json:"blob_id,omitempty"`
+	// ItemIDs are the memory items of a revision that reference the blob.
+	ItemIDs []string `json:"item_ids,omitempty"`
+	// Detail says more (expected and found size or digest, the error).
+	Detail string `json:"detail,omitempty"`
+}
+
+// String renders a finding on one line.
+func (f VerifyFinding) String() string {
+	s := fmt.Sprintf("%s %s %s: %s", f.SpaceID, f.Kind, f.ID, f.Problem)
+	if f.BlobID != "" {
+		s += " (blob " + f.BlobID
+		if len(f.ItemIDs) > 0 {
+			s += ", items " + strings.Join(f.ItemIDs, ",")
+		}
+		s += ")"
+	}
+	if f.Detail != "" {
+		s += ": " + f.Detail
+	}
+	return s
+}
+
+// VerifyOptions adjust Verify.
+type VerifyOptions struct {
+	// SpaceIDs limits the check to these spaces; empty means every space of the deployment.
+	SpaceIDs []string
+	// HeadOnly compares each object's size and SHA-256 as the blob store recorded them at write time
+	// (port.BlobStore.Head) instead of reading and hashing its bytes.
+	HeadOnly bool
+}
+
+// VerifyReport sums up a Verify run.
+type VerifyReport struct {
+	Spaces          int64 `json:"spaces"`
+	Messages        int64 `json:"messages"`
+	MemoryRevisions int64 `json:"memory_revisions"`
+	Blobs           int64 `json:"blobs"`
+	Objects         int64 `json:"objects"`
+	ObjectBytes     int64 `json:"object_bytes"`
+	// SkippedSpaces are spaces being deleted or deleted, whose bytes are gone on purpose.
+	SkippedSpaces []string `json:"skipped_spaces"`
+	// Unreadable counts the findings reported.
+	Unreadable int64 `json:"unreadable"`
+}
+
+// verifier holds one Verify run's state.
+type verifier struct {
+	s      *Service
+	opts   VerifyOptions
+	report func(VerifyFinding)
+	rep    VerifyReport
+	blobs  map[string]string // blob ID → problem ("" readable), for the space being checked
+}
+
+// Verify checks every reference of the given spaces (every space by default) against the blob store and
+// calls report for each unreadable resource, in space and key order. An error means the check itself
+// could not run (a storage failure), not that something is unreadable.
+func (s *Service) Verify(ctx context.Context, opts VerifyOptions, report func(VerifyFinding)) (VerifyReport, error) {
+	v := &verifier{s: s, opts: opts, report: report, rep: VerifyReport{SkippedSpaces: []string{}}}
+	spaces := slices.Clone(opts.SpaceIDs)
+	if len(spaces) == 0 {
+		if err := s.eachItem(ctx, port.Query{PK: pkSpaces}, func(it port.Item) error {
+			spaces = append(spaces, it.SK)
+			return nil
+		}); err != nil {
+			return v.rep, err
+		}
+	}
+	for _, space := range spaces {
+		if err := v.space(ctx, space); err != nil {
+			return v.rep, fmt.Errorf("verifying space %s: %w", space, err)
+		}
+	}
+	return v.rep, nil
+}
+
+func (v *verifier) find(f VerifyFinding) {
+	v.rep.Unreadable++
+	if v.report != nil {
+		v.report(f)
+	}
+}
+
+func (v *verifier) space(ctx context.Context, space string) error {
+	s := v.s
+	sp, _, found, err := s.spaceRecord(ctx, space)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return Errorf(CodeNotFound, "no such space %s", space)
+	}
+	if sp.state() != SpaceActive {
+		v.rep.SkippedSpaces = append(v.rep.SkippedSpaces, space)
+		return nil
+	}
+	v.rep.Spaces++
+	v.blobs = map[string]string{}
+	// Sealed blobs first (manifests and unreferenced blobs included), then what references them.
+	if err := s.eachItem(ctx, port.Query{PK: "SP#" + space, After: "UPL#", UpTo: "UPL#~"}, func(it port.Item) error {
+		ptr, err := decodeItem[uploadPointer](it)
+		if err != nil {
+			return err
+		}
+		_, err = v.blob(ctx, space, ptr.BlobID)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := s.eachItem(ctx, port.Query{PK: pkFeed(space)}, func(it port.Item) error {
+		fi, err := decodeItem[FeedItem](it)
+		if err != nil {
+			return err
+		}
+		if fi.ItemType == ItemMessage {
+			return v.message(ctx, space, fi.ResourceID)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.eachItem(ctx, port.Query{PK: "SP#" + space, After: "COL#", UpTo: "COL#~"}, func(it port.Item) error {
+		coll := strings.TrimPrefix(it.SK, "COL#")
+		return s.eachItem(ctx, port.Query{PK: pkRevisions(space, coll)}, func(rit port.Item) error {
+			return v.revision(ctx, space, coll, rit)
+		})
+	})
+}
+
+// blob checks a blob (once per run) and returns its problem, "" when it is sealed and readable. Unsealed
+// blobs are not resources yet: they are reported only through what references them.
+func (v *verifier) blob(ctx context.Context, space, blobID string) (string, error) {
+	if p, ok := v.blobs[blobID]; ok {
+		return p, nil
+	}
+	b, _, found, err := getRecord[blobRecord](ctx, v.s.store, keyBlob(space, blobID))
+	if err != nil {
+		return "", err
+	}
+	problem := ""
+	switch {
+	case !found:
+		problem = ProblemMissingRecord
+	case b.State != BlobSealed:
+		problem = ProblemBlobNotSealed
+	default:
+		v.rep.Blobs++
+		var detail string
+		problem, detail, err = v.object(ctx, blobObjectKey(space, blobID), b.SizeBytes, b.SHA256)
+		if err != nil {
+			return "", err
+		}
+		if problem != "" {
+			v.find(VerifyFinding{SpaceID: space, Kind: "blob", ID: blobID, Problem: problem, Detail: detail})
+		}
+	}
+	v.blobs[blobID] = problem
+	return problem, nil
+}
+
+// object checks one object against its recorded size and SHA-256 (sha256 "" checks presence and size).
+func (v *verifier) object(ctx context.Context, key string, size int64, sha256hex string) (problem, detail string, err error) {
+	v.rep.Objects++
+	if v.opts.HeadOnly {
+		info, err := v.s.blobs.Head(ctx, key)
+		if errors.Is(err, port.ErrBlobNotFound) {
+			return ProblemMissingObject, key, nil
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("reading object %s: %w", key, err)
+		}
+		v.rep.ObjectBytes += info.Size
+		return compareObject(info.Size, info.SHA256, size, sha256hex)
+	}
+	rc, _, err := v.s.blobs.Get(ctx, key)
+	if errors.Is(err, port.ErrBlobNotFound) {
+		return ProblemMissingObject, key, nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("reading object %s: %w", key, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	v.rep.ObjectBytes += n
+	if err != nil {
+		// A store that checks digests while reading (the file store) reports corrupt bytes as a read error.
+		return ProblemDigestMismatch, fmt.Sprintf("%s: %v", key, err), nil
+	}
+	return compareObject(n, hex.EncodeToString(h.Sum(nil)), size, sha256hex)
+}
+
+func compareObject(gotSize int64, gotSHA string, size int64, sha string) (string, string, error) {
+	switch {
+	case gotSize != size:
+		return ProblemSizeMismatch, fmt.Sprintf("%d bytes, recorded %d", gotSize, size), nil
+	case sha != "" && gotSHA != sha:
+		return ProblemDigestMismatch, fmt.Sprintf("sha256 %s, recorded %s", gotSHA, sha), nil
+	}
+	return "", "", nil
+}
+
+// message checks a message's record, body and attachments.
+func (v *verifier) message(ctx context.Context, space, msgID string) error {
+	s := v.s
+	v.rep.Messages++
+	bad := func(problem, blobID, detail string) {
+		v.find(VerifyFinding{SpaceID: space, Kind: "message", ID: msgID, Problem: problem, BlobID: blobID, Detail: detail})
+	}
+	it, found, err := s.store.Get(ctx, keyMessage(space, msgID))
+	if err != nil {
+		return fmt.Errorf("reading message %s: %w", msgID, err)
+	}
+	if !found {
+		bad(ProblemMissingRecord, "", "message record")
+		return nil
+	}
+	m, err := decodeItem[storedMessage](it)
+	if err != nil {
+		bad(ProblemUndecodable, "", err.Error())
+		return nil
+	}
+	if m.Inline {
+		if m.BodySHA256 != "" {
+			raw := encode(m.Body)
+			sum := sha256.Sum256(raw)
+			if p, detail, _ := compareObject(int64(len(raw)), hex.EncodeToString(sum[:]), m.BodySize, m.BodySHA256); p != "" {
+				bad(p, "", "inline body: "+detail)
+			}
+		}
+	} else {
+		key := messageBodyKey(space, msgID)
+		var p, detail string
+		if m.BodySHA256 != "" {
+			p, detail, err = v.object(ctx, key, m.BodySize, m.BodySHA256)
+		} else {
+			p, detail, err = v.bodyDecodes(ctx, key) // a body stored before its digest was recorded
+		}
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			bad(p, "", "body: "+detail)
+		}
+	}
+	seen := map[string]bool{}
+	for _, b := range m.AttachmentIDs {
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		p, err := v.blob(ctx, space, b)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			bad(attachmentProblem(p), b, "attachment")
+		}
+	}
+	return nil
+}
+
+// attachmentProblem is how a referencing resource reports a blob's problem.
+func attachmentProblem(p string) string {
+	if p == ProblemBlobNotSealed {
+		return p
+	}
+	return ProblemBlobUnreadable
+}
+
+// bodyDecodes checks that a body object exists and decodes (bodies committed before their digest was
+// recorded have nothing to compare with).
+func (v *verifier) bodyDecodes(ctx context.Context, key string) (string, string, error) {
+	v.rep.Objects++
+	rc, _, err := v.s.blobs.Get(ctx, key)
+	if errors.Is(err, port.ErrBlobNotFound) {
+		return ProblemMissingObject, key, nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("reading object %s: %w", key, err)
+	}
+	defer rc.Close()
+	raw, err := io.ReadAll(rc)
+	v.rep.ObjectBytes += int64(len(raw))
+	var body MessageBody
+	if err != nil || json.Unmarshal(raw, &body) != nil {
+		return ProblemUndecodable, key, nil
+	}
+	return "", "", nil
+}
+
+// revision checks a memory revision's state object and the blobs of its active items.
+func (v *verifier) revision(ctx context.Context, space, coll string, it port.Item) error {
+	s := v.s
+	v.rep.MemoryRevisions++
+	rr, err := decodeItem[revisionRecord](it)
+	id := coll + "@" + strings.TrimLeft(it.SK, "0")
+	if err != nil {
+		v.find(VerifyFinding{SpaceID: space, Kind: "memory_revision", ID: id, Problem: ProblemUndecodable, Detail: err.Error()})
+		return nil
+	}
+	bad := func(problem, blobID string, items []string, detail string) {
+		v.find(VerifyFinding{SpaceID: space, Kind: "memory_revision", ID: id, Problem: problem, BlobID: blobID, ItemIDs: items, Detail: detail})
+	}
+	v.rep.Objects++
+	rc, _, err := s.blobs.Get(ctx, rr.StateKey)
+	if errors.Is(err, port.ErrBlobNotFound) {
+		bad(ProblemMissingObject, "", nil, "state "+rr.StateKey)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading state %s: %w", rr.StateKey, err)
+	}
+	raw, rerr := io.ReadAll(rc)
+	rc.Close()
+	v.rep.ObjectBytes += int64(len(raw))
+	if rerr != nil {
+		bad(ProblemDigestMismatch, "", nil, fmt.Sprintf("state %s: %v", rr.StateKey, rerr))
+		return nil
+	}
+	if rr.StateSHA256 != "" {
+		sum := sha256.Sum256(raw)
+		if p, detail, _ := compareObject(int64(len(raw)), hex.EncodeToString(sum[:]), rr.StateSize, rr.StateSHA256); p != "" {
+			bad(p, "", nil, "state: "+detail)
+			return nil
+		}
+	}
+	var st memoryState
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&st); err != nil {
+		bad(ProblemUndecodable, "", nil, "state: "+err.Error())
+		return nil
+	}
+	byBlob := map[string][]string{}
+	var order []string
+	for _, e := range st.Entries {
+		if e.State != entryActive {
+			continue
+		}
+		if _, ok := byBlob[e.BlobID]; !ok {
+			order = append(order, e.BlobID)
+		}
+		byBlob[e.BlobID] = append(byBlob[e.BlobID], e.ItemID)
+	}
+	for _, b := range order {
+		p, err := v.blob(ctx, space, b)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			bad(attachmentProblem(p), b, byBlob[b], "memory items")
+		}
+	}
+	return nil
+}
