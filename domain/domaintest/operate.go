@@ -26,6 +26,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("Verify_MissingBlobListsItsReferences", func(t *testing.T) { opVerifyMissingBlob(t, nb) })
 	t.Run("Verify_CorruptRecordsAndObjects", func(t *testing.T) { opVerifyCorrupt(t, nb) })
 	t.Run("DeleteSpace_StopsAccessAndRemovesEverything", func(t *testing.T) { opDeleteSpace(t, nb) })
+	t.Run("DeleteSpace_OutlivesUploadURLs", func(t *testing.T) { opDeleteOutlivesUploadURLs(t, nb) })
 }
 
 // opEnv is a fixture whose backend can fail chosen commits and puts and records every key it stored.
@@ -485,5 +486,54 @@ func opDeleteSpace(t *testing.T, nb NewBackend) {
 	rep, err := e.Svc.Verify(e.ctx, domain.VerifyOptions{}, func(f domain.VerifyFinding) { findings = append(findings, f) })
 	if err != nil || len(findings) > 0 || rep.Spaces != 1 || rep.Messages != 1 || !slices.Equal(rep.SkippedSpaces, []string{sp}) {
 		t.Errorf("verify after the deletion: %v, %+v, findings %v", err, rep, findings)
+	}
+}
+
+// opDeleteOutlivesUploadURLs (blob stores that presign uploads): bytes a client puts through an upload URL
+// handed out before the deletion, after the space's records were removed, are removed too — the deletion
+// stays "deleting" until the last such URL expired.
+func opDeleteOutlivesUploadURLs(t *testing.T, nb NewBackend) {
+	f := New(t, nb, nil)
+	if _, ok := f.Backend.Blobs.(port.BlobPresigner); !ok {
+		t.Skip("the blob store hands out no upload URLs")
+	}
+	if d := time.Until(f.Clock.Now()); d < 0 {
+		f.Clock.Advance(-d) // the store signs with the real clock: an expiry in its past is refused
+	}
+	c := f.With(t)
+	ctx := context.Background()
+	sp := c.Space().SpaceID
+	a := c.Party(sp)
+	text := "late bytes"
+	sum := sha256.Sum256([]byte(text))
+	prep := mustDo[domain.BlobPrepareResult](t, "PrepareBlob")(f.Svc.PrepareBlob(ctx, a.P, domain.BlobPrepareRequest{
+		RequestID: c.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}))
+	if !strings.HasPrefix(prep.UploadURL, "http") {
+		t.Fatalf("no presigned upload URL: %s", prep.UploadURL)
+	}
+	mustDo[domain.SpaceResult](t, "DeleteSpace")(f.Svc.DeleteSpace(ctx, sp))
+	run := mustDo[domain.DeletionRun](t, "ContinueDeletions")(f.Svc.ContinueDeletions(ctx, domain.DeletionOptions{}))
+	if len(run.Completed) != 0 || run.Pending != 1 || !run.NextAt.Equal(prep.ExpiresAt) {
+		t.Fatalf("deletion with a live upload URL: %+v, want pending until %s", run, prep.ExpiresAt)
+	}
+	// The client uses its URL now (here: the bytes land in the store the way the URL would put them).
+	key := "spaces/" + sp + "/blobs/" + prep.BlobID
+	if _, err := f.Backend.Blobs.Put(ctx, key, int64(len(text)), hex.EncodeToString(sum[:]), strings.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustDo[domain.SpaceResult](t, "GetSpace")(f.Svc.GetSpace(ctx, sp)); got.State != domain.SpaceDeleting || got.Deletion.WaitUntil == nil {
+		t.Fatalf("while waiting: %+v", got)
+	}
+	f.Clock.Advance(prep.ExpiresAt.Sub(f.Clock.Now()) + time.Second)
+	run = mustDo[domain.DeletionRun](t, "ContinueDeletions")(f.Svc.ContinueDeletions(ctx, domain.DeletionOptions{}))
+	if !slices.Equal(run.Completed, []string{sp}) {
+		t.Fatalf("after the URL expired: %+v", run)
+	}
+	if _, err := f.Backend.Blobs.Head(ctx, key); !errors.Is(err, port.ErrBlobNotFound) {
+		t.Errorf("bytes put through the URL survived the deletion: %v", err)
+	}
+	got := mustDo[domain.SpaceResult](t, "GetSpace")(f.Svc.GetSpace(ctx, sp))
+	if got.State != domain.SpaceDeleted || got.Deletion.Removed.Resources["blobs"] != 1 || got.Deletion.WaitUntil != nil {
+		t.Errorf("deleted: %+v", got.Deletion)
 	}
 }

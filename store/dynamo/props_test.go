@@ -210,3 +210,9 @@ func TestMemoryProperties(t *testing.T) {
 	limitRapidChecks(t, propChecks)
 	domaintest.RunMemoryProperties(t, awsBackend(t), domaintest.MaxSteps(8))
 }
+
+// TestOperations runs the owner's operations suite (stats, verify, space deletion with interruptions) on
+// DynamoDB (minidyn) + S3 (versitygw).
+func TestOperations(t *testing.T) {
+	domaintest.RunOperations(t, awsBackend(t))
+}
