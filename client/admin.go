@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/waypost/waypost/domain"
 )
@@ -59,6 +61,27 @@ func (a *Admin) GetSpace(ctx context.Context, spaceID string) (domain.SpaceResul
 func (a *Admin) UpdateSpace(ctx context.Context, spaceID string, req domain.UpdateSpaceRequest) (domain.SpaceResult, error) {
 	var out domain.SpaceResult
 	err := a.t.do(ctx, http.MethodPatch, spacePath(spaceID), nil, req, &out)
+	return out, err
+}
+
+// DeleteSpace starts deleting a space (DELETE /admin/v0/spaces/{space_id}): every token of it stops
+// working at once, and its records and bytes are removed in the background. The result has state
+// "deleting"; GetSpace shows "deleted" and what was removed once done.
+func (a *Admin) DeleteSpace(ctx context.Context, spaceID string) (domain.SpaceResult, error) {
+	var out domain.SpaceResult
+	err := a.t.do(ctx, http.MethodDelete, spacePath(spaceID), nil, nil, &out)
+	return out, err
+}
+
+// Stats counts the stages of everything in a space (GET /admin/v0/spaces/{space_id}/stats); maxScan
+// bounds the records read (0: the server's default).
+func (a *Admin) Stats(ctx context.Context, spaceID string, maxScan int) (domain.SpaceStats, error) {
+	var out domain.SpaceStats
+	var q url.Values
+	if maxScan > 0 {
+		q = url.Values{"max_scan": {strconv.Itoa(maxScan)}}
+	}
+	err := a.t.do(ctx, http.MethodGet, spacePath(spaceID)+"/stats", q, nil, &out)
 	return out, err
 }
 

@@ -143,7 +143,7 @@ func (s *Service) DeleteSpace(ctx context.Context, spaceID string) (SpaceResult,
 				return nil, nil
 			}
 			cur.State = SpaceDeleting
-			cur.Deletion = &SpaceDeletion{RequestedAt: now, Phase: phaseRevoke}
+			cur.Deletion = &SpaceDeletion{RequestedAt: now, Phase: phaseRevoke, Removed: DeletionCounts{Resources: map[string]int64{}}}
 			return []port.Op{
 				port.Put(item(it.Key, cur, attrDeletion, "1"), port.Exists()),
 				port.Put(port.Item{Key: keySpaceDeleting(spaceID)}, port.NotExists()),

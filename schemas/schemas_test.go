@@ -65,7 +65,7 @@ func TestWantedSchemaSet(t *testing.T) {
 		"admin.consumer.create.request", "admin.consumer.response", "admin.consumer.update.request",
 		"admin.deliveries.response", "admin.delivery.response", "admin.empty.request",
 		"admin.grant.create.request", "admin.grant.create.response", "admin.grant.revoke.response",
-		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response", "admin.space.update.request",
+		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response", "admin.space.stats.response", "admin.space.update.request",
 		"admin.token.create.request", "admin.token.response", "admin.token.revoke.response",
 		"blob.commit.request", "blob.info", "blob.prepare.request", "blob.prepare.response",
 		"common", "describe.response", "envelope.error", "envelope.success", "feed.item",

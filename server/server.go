@@ -72,6 +72,9 @@ type Config struct {
 	// MaxWaitersPerSpace bounds the concurrent feed.wait requests of one space (describe publishes it as
 	// limits.feed_wait_waiters_max); 0 means domain.DefaultFeedWaitWaitersMax.
 	MaxWaitersPerSpace int
+	// DeletionPause is waited between two batches of a space deletion, to leave the disk to live
+	// traffic; 0 runs the batches back to back.
+	DeletionPause time.Duration
 }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
@@ -95,6 +98,7 @@ type Server struct {
 	maxConns        int // the connection bound in force
 	sender          *sender.Sender
 	worker          *webhookWorker
+	deletions       *deletionWorker
 	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
 }
 
@@ -127,7 +131,7 @@ func Open(cfg Config) (*Server, error) {
 	if err := checkDataFormat(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, deletions: newDeletionWorker()}
 	admin := cfg.AdminSecret
 	if admin == "" {
 		var err error
@@ -186,7 +190,8 @@ func Open(cfg Config) (*Server, error) {
 	limits.FeedWaitWaitersMax = live.MaxWaitersPerSpace()
 	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
-		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits}
+		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits,
+		DeletionStarted: s.deletions.wake}
 	if !cfg.Webhooks.Disabled {
 		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
 		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).
@@ -328,6 +333,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.runSweeper(sweepCtx, interval)
 	}()
 	defer func() { stopSweeper(); <-sweeperDone }()
+	deletionsDone := make(chan struct{})
+	go func() {
+		defer close(deletionsDone)
+		s.deletions.run(sweepCtx, s.svc, s.cfg.Logger, s.cfg.DeletionPause)
+	}()
+	defer func() { stopSweeper(); <-deletionsDone }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("server: %w", err)

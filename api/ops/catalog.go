@@ -241,6 +241,20 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.UpdateSpace(ctx, r.SpaceID, r.UpdateSpaceRequest)
 			}),
+		define(withArgs(admin("admin.space.delete", "DELETE", adminSpace, "", "admin.space.get.response"), spaceArgs(nil)),
+			func(ctx context.Context, c Call, r *struct {
+				SpaceID string `json:"space_id"`
+			}) (any, error) {
+				return c.Svc.DeleteSpace(ctx, r.SpaceID)
+			}),
+		define(withArgs(admin("admin.space.stats", "GET", adminSpace+"/stats", "", "admin.space.stats.response"),
+			spaceArgs(props{"max_scan": map[string]any{"type": "integer", "minimum": 1}})),
+			func(ctx context.Context, c Call, r *struct {
+				SpaceID string `json:"space_id"`
+				MaxScan int    `json:"max_scan"`
+			}) (any, error) {
+				return c.Svc.GetStats(ctx, r.SpaceID, domain.StatsOptions{MaxScan: r.MaxScan})
+			}),
 		define(admin("admin.actor.create", "POST", adminSpace+"/actors", "admin.actor.create.request", "admin.actor.create.response"),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace

@@ -35,7 +35,7 @@ Commands that act inside a space take --space, or WAYPOST_SPACE.`,
 	}
 	c.addAdminFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&c.quiet, "quiet", "q", false, "print only the new or changed ID (token create and rotate: only the token)")
-	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c), adminDeliveriesCmd(c))
+	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c), adminDeliveriesCmd(c), adminStatsCmd(c))
 	return withUsageErrors(cmd)
 }
 
@@ -207,7 +207,7 @@ func adminSpaceCmd(c *conn) *cobra.Command {
 			return ad.GetSpace(ctx, in.args[0])
 		},
 		show: func(sp domain.SpaceResult) (string, []string) {
-			return sp.SpaceID, append(spaceFields(sp), "created_at", sp.CreatedAt.Format(time.RFC3339))
+			return sp.SpaceID, append(append(spaceFields(sp), "created_at", sp.CreatedAt.Format(time.RFC3339)), deletionFields(sp)...)
 		},
 	})
 	var limits domain.RateLimits
@@ -236,7 +236,7 @@ limits in force (the defaults until the owner sets them).`,
 		},
 		show: func(sp domain.SpaceResult) (string, []string) { return sp.SpaceID, spaceFields(sp) },
 	})
-	return group("space", "Create, show or change spaces", create, get, update)
+	return group("space", "Create, show, change or delete spaces", create, get, update, adminSpaceDeleteCmd(c))
 }
 
 func adminActorCmd(c *conn) *cobra.Command {

@@ -54,6 +54,10 @@ Uploads prepared but never committed expire after upload_ttl_seconds: every --sw
 marks them expired and deletes their bytes (the AWS deployment's sweeper function does the same), and it
 removes temporary blob files orphaned by a crash, at start and on the same schedule.
 
+A space deleted with 'waypost admin space delete' stops answering at once; its records and bytes are
+then removed in the background in bounded batches (--deletion-pause between two), resumed after a
+restart where it stopped.
+
 Webhook subscriptions (capability webhook_events) are on: an in-process worker signs and delivers an
 event for each committed feed item to every subscription that may see it, retrying a failed attempt at
 1 s, 5 s, 30 s and 5 min. Targets must be HTTPS on a public address; private, loopback and link-local
@@ -130,6 +134,8 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	f.DurationVar(&cfg.DeletionPause, "deletion-pause", 0,
+		"pause between two batches of a space deletion, to leave the disk to live traffic (0: back to back)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
