@@ -6,12 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // spaceState is the part of GET /admin/v0/spaces/{space_id} the deletion tests read.
@@ -180,4 +186,76 @@ func TestDeleteSpaceSurvivesKill(t *testing.T) {
 	items, _ := readAll(t, s, kp, nil)
 	_ = items
 	ok[spaceData](t, s, request{Method: "GET", Path: keep.path(""), Token: adminSecret})
+}
+
+// TestMetricsEndpoint: `waypost serve --metrics-addr` answers `curl http://ADDR/metrics` with Prometheus
+// text holding a latency histogram per operation and outcome, and the store's commit histograms.
+func TestMetricsEndpoint(t *testing.T) {
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--metrics-addr", addr)
+	adm := newSpace(t, s, "metrics")
+	a, b := adm.participant(t, "a"), adm.participant(t, "b")
+	for i := range 5 {
+		send(t, s, a.token, map[string]any{"request_id": fmt.Sprintf("m-%d", i), "recipient_ids": []string{b.actor}, "body": map[string]any{"text": "hi"}})
+	}
+	fail(t, s, request{Method: "POST", Path: "/v0/messages", Token: "wpt_wrong", Body: map[string]any{"request_id": "x", "body": map[string]any{"text": "x"}}}, "UNAUTHENTICATED")
+	readAll(t, s, b, nil)
+
+	var body []byte
+	if curl, err := exec.LookPath("curl"); err == nil {
+		body, err = exec.Command(curl, "-sf", "http://"+addr+"/metrics").Output()
+		if err != nil {
+			t.Fatalf("curl /metrics: %v", err)
+		}
+	} else {
+		resp, err := s.http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
+	}
+	count := func(family string, labels map[string]string) uint64 {
+		f := families[family]
+		if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+			t.Fatalf("no histogram %s in /metrics", family)
+		}
+		var n uint64
+	next:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue next
+				}
+			}
+			n += m.GetHistogram().GetSampleCount()
+		}
+		return n
+	}
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/messages", "outcome": "ok"}); n != 5 {
+		t.Errorf("message sends observed: %d, want 5", n)
+	}
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/messages", "outcome": "UNAUTHENTICATED"}); n != 1 {
+		t.Errorf("refused sends observed: %d, want 1", n)
+	}
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/inbox/read"}); n == 0 {
+		t.Errorf("no inbox read observed")
+	}
+	if n := count("waypost_store_commit_duration_seconds", map[string]string{"outcome": "ok"}); n < 5 {
+		t.Errorf("store commits observed: %d", n)
+	}
+	count("waypost_store_commit_ops", nil)
+	// The data plane's listener does not serve it.
+	r, err := s.roundTrip(context.Background(), request{Method: "GET", Path: "/metrics"})
+	if err != nil || r.Status != http.StatusNotFound {
+		t.Errorf("/metrics on the API listener: %v %v", r.Status, err)
+	}
 }

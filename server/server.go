@@ -26,6 +26,8 @@ import (
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/metrics"
+	"github.com/waypost/waypost/internal/metrics/prom"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/store/fsblob"
@@ -72,6 +74,10 @@ type Config struct {
 	// MaxWaitersPerSpace bounds the concurrent feed.wait requests of one space (describe publishes it as
 	// limits.feed_wait_waiters_max); 0 means domain.DefaultFeedWaitWaitersMax.
 	MaxWaitersPerSpace int
+	// MetricsAddr, when set, is a second listen address that serves GET /metrics in the Prometheus text
+	// format, without authentication: bind it to loopback or a private network, where only the scraper
+	// reaches it (the admin secret is not needed, and should not be handed to a scraper).
+	MetricsAddr string
 	// DeletionPause is waited between two batches of a space deletion, to leave the disk to live
 	// traffic; 0 runs the batches back to back.
 	DeletionPause time.Duration
@@ -99,6 +105,8 @@ type Server struct {
 	sender          *sender.Sender
 	worker          *webhookWorker
 	deletions       *deletionWorker
+	metrics         *prom.Recorder // nil without Config.MetricsAddr
+	metricsLn       net.Listener
 	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
 }
 
@@ -154,6 +162,12 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: opening store: %w", err)
 	}
+	var rec metrics.Recorder = metrics.Nop{}
+	if cfg.MetricsAddr != "" {
+		s.metrics = prom.New()
+		rec = s.metrics
+	}
+	items := metrics.Store(st, rec)
 	blobs, err := fsblob.New(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		st.Close()
@@ -188,7 +202,7 @@ func Open(cfg Config) (*Server, error) {
 	live := livefeed.NewWithOptions(channels, cfg.Logger, livefeed.Options{MaxWaitersPerSpace: cfg.MaxWaitersPerSpace})
 	limits := domain.DefaultLimits()
 	limits.FeedWaitWaitersMax = live.MaxWaitersPerSpace()
-	dcfg := domain.Config{Store: st, Blobs: blobs, Clock: clock, IDs: ids,
+	dcfg := domain.Config{Store: items, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits,
 		DeletionStarted: s.deletions.wake}
@@ -212,6 +226,7 @@ func Open(cfg Config) (*Server, error) {
 	// The channel service's internal API is not mounted: the hubs live in this process and the committers
 	// reach them directly, so nothing on the public listener may publish to them.
 	stack, err := transport.New(dcfg, transport.Options{MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
+		Metrics: rec,
 		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
 		st.Close()
@@ -274,6 +289,10 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("server: listening on %s: %w", s.cfg.Addr, err)
 	}
+	if err := s.listenMetrics(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.conns = newConnLimiter(ln, s.maxConns, platform.IDs{}, shedlog.New(s.cfg.Logger, "max_connections", int64(s.maxConns)))
 	s.listener = s.conns
 	return nil
@@ -333,6 +352,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.runSweeper(sweepCtx, interval)
 	}()
 	defer func() { stopSweeper(); <-sweeperDone }()
+	metricsDone := make(chan struct{})
+	go func() { defer close(metricsDone); s.serveMetrics(sweepCtx) }()
+	defer func() { stopSweeper(); <-metricsDone }()
 	deletionsDone := make(chan struct{})
 	go func() {
 		defer close(deletionsDone)

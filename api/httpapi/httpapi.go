@@ -24,6 +24,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/schemas"
 )
@@ -54,6 +55,8 @@ type Options struct {
 	// space by the live feed); the excess is answered at once with 429 RATE_LIMITED and Retry-After.
 	// 0 means no bound (behind API Gateway, where Lambda's concurrency bounds it).
 	MaxInflight int
+	// Metrics records every request's latency by operation (its route) and outcome; nil records nothing.
+	Metrics metrics.Recorder
 }
 
 // API is the HTTP transport over a domain.Service.
@@ -71,6 +74,8 @@ type API struct {
 	log           *slog.Logger
 	ids           port.IDSource
 	mux           *http.ServeMux
+	metrics       metrics.Recorder
+	opNames       map[string]string // route pattern → operation name
 }
 
 // New returns the HTTP API handler.
@@ -93,7 +98,10 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		}
 	}
 	a := &API{svc: svc, schemas: set.Schemas(), ops: set, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
-		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate}
+		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics}
+	if a.metrics == nil {
+		a.metrics = metrics.Nop{}
+	}
 	if a.bodyTimeout <= 0 {
 		a.bodyTimeout = DefaultBodyTimeout
 	}
@@ -157,6 +165,17 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mux.ServeHTTP(rec, r)
 	a.logRequest(r, rec, start)
+	outcome := metrics.OutcomeOK
+	if rec.code != "" {
+		outcome = rec.code
+	}
+	// An operation's route is named by the operation (message.send); other routes by their pattern
+	// (/mcp, whose tool calls mcpapi records by operation; "/" is the catch-all of unknown routes).
+	name := a.opNames[r.Pattern]
+	if name == "" {
+		name = r.Pattern
+	}
+	a.metrics.Request(name, outcome, time.Since(start))
 }
 
 // Inflight returns how many requests are in progress (feed.wait long polls excepted) and the bound
@@ -403,7 +422,7 @@ func (a *API) MinUploadRate() int64 { return a.minUploadRate }
 func Over(opts Options) func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 	return func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 		o := opts
-		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops
+		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops, o.Metrics = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops, p.Metrics
 		o.Extra = func(mux *http.ServeMux, _ *API) {
 			for path, h := range mounts {
 				mux.Handle(path, h)

@@ -20,7 +20,9 @@ func (a *API) routes() error {
 		ops.SchemaList:   a.schemaList,
 		ops.SchemaGet:    a.schemaGet,
 	}
+	a.opNames = make(map[string]string, len(a.ops.List()))
 	for _, o := range a.ops.List() {
+		a.opNames[o.Method+" "+o.Path] = o.Name
 		h := a.operation(o)
 		if o.Stream {
 			if h = streams[o.Name]; h == nil {

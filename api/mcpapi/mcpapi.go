@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -39,6 +41,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is published as the MCP server implementation version.
 	Version string
+	// Metrics records every tool call's latency and outcome by operation; nil records nothing.
+	Metrics metrics.Recorder
 }
 
 // Handler is the MCP endpoint.
@@ -49,6 +53,7 @@ type Handler struct {
 	server  *mcp.Server
 	http    http.Handler
 	maxBody int64 // the largest JSON-RPC message accepted
+	metrics metrics.Recorder
 }
 
 // New builds the MCP endpoint over a domain service.
@@ -74,7 +79,11 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 			return nil, fmt.Errorf("mcpapi: %w", err)
 		}
 	}
-	h := &Handler{svc: svc, ops: set, answer: boundary.Answerer{Log: log, IDs: opts.IDs}, maxBody: int64(svc.Limits().MaxRequestBytes) + 4096}
+	h := &Handler{svc: svc, ops: set, answer: boundary.Answerer{Log: log, IDs: opts.IDs}, maxBody: int64(svc.Limits().MaxRequestBytes) + 4096,
+		metrics: opts.Metrics}
+	if h.metrics == nil {
+		h.metrics = metrics.Nop{}
+	}
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -182,8 +191,14 @@ func (h *Handler) handler(o *ops.Op) mcp.ToolHandler {
 		if req.Extra != nil {
 			hdr = req.Extra.Header
 		}
+		start := time.Now()
 		rid, data, err := h.call(ctx, o, hdr, req.Params.Arguments)
-		env, _ := h.answer.Answer(ctx, o.Name, rid, data, err)
+		env, de := h.answer.Answer(ctx, o.Name, rid, data, err)
+		outcome := metrics.OutcomeOK
+		if de != nil {
+			outcome = string(de.Code)
+		}
+		h.metrics.Request(o.Name, outcome, time.Since(start))
 		return toolResult(env)
 	}
 }
@@ -224,5 +239,5 @@ func (h *Handler) call(ctx context.Context, o *ops.Op, hdr http.Header, args jso
 
 // Over is the MCP transport of transport.New: the endpoint over the composed parts.
 func Over(p transport.Parts) (http.Handler, error) {
-	return New(p.Svc, Options{Schemas: p.Schemas, Ops: p.Ops, IDs: p.IDs, Logger: p.Logger, Version: p.Version})
+	return New(p.Svc, Options{Schemas: p.Schemas, Ops: p.Ops, IDs: p.IDs, Logger: p.Logger, Version: p.Version, Metrics: p.Metrics})
 }

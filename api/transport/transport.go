@@ -20,6 +20,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -37,6 +38,8 @@ type Parts struct {
 	Logger *slog.Logger
 	// Version is published as the MCP server implementation version.
 	Version string
+	// Metrics receives every operation's latency and outcome (metrics.Nop when none).
+	Metrics metrics.Recorder
 }
 
 // Options say which transports to serve and how.
@@ -50,6 +53,8 @@ type Options struct {
 	// Logger receives the transports' logs; nil discards them.
 	Logger  *slog.Logger
 	Version string
+	// Metrics receives every operation's latency and outcome; nil records nothing.
+	Metrics metrics.Recorder
 }
 
 // Stack is a domain service and the transports serving it.
@@ -80,7 +85,10 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
-	p := Parts{Svc: svc, Schemas: reg, Ops: set, IDs: cfg.IDs, AdminSecret: o.AdminSecret, Logger: o.Logger, Version: o.Version}
+	if o.Metrics == nil {
+		o.Metrics = metrics.Nop{}
+	}
+	p := Parts{Svc: svc, Schemas: reg, Ops: set, IDs: cfg.IDs, AdminSecret: o.AdminSecret, Logger: o.Logger, Version: o.Version, Metrics: o.Metrics}
 	mounts := map[string]http.Handler{}
 	if o.MCP != nil {
 		if mounts["/mcp"], err = o.MCP(p); err != nil {

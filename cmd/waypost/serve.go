@@ -54,6 +54,11 @@ Uploads prepared but never committed expire after upload_ttl_seconds: every --sw
 marks them expired and deletes their bytes (the AWS deployment's sweeper function does the same), and it
 removes temporary blob files orphaned by a crash, at start and on the same schedule.
 
+--metrics-addr serves GET /metrics in the Prometheus text format on a second address: request latency
+histograms per operation and outcome (waypost_request_duration_seconds), store commit latency and size
+(waypost_store_commit_duration_seconds, waypost_store_commit_ops), and the Go runtime. It needs no
+credential, so bind it where only your scraper reaches it (default: off).
+
 A space deleted with 'waypost admin space delete' stops answering at once; its records and bytes are
 then removed in the background in bounded batches (--deletion-pause between two), resumed after a
 restart where it stopped.
@@ -106,6 +111,9 @@ services on its own host. The server warns loudly at start when it is set.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "waypost %s listening on http://%s (data in %s)\n", version, srv.Addr(), absPath(cfg.DataDir))
+			if m := srv.MetricsAddr(); m != "" {
+				fmt.Fprintf(out, "metrics: http://%s/metrics\n", m)
+			}
 			if srv.AdminSecretPath != "" {
 				// An absolute path, so that the hint works from any directory (another terminal, a script).
 				secret := absPath(srv.AdminSecretPath)
@@ -134,6 +142,8 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "",
+		"also listen here for GET /metrics (Prometheus text format, no authentication: use loopback or a private address)")
 	f.DurationVar(&cfg.DeletionPause, "deletion-pause", 0,
 		"pause between two batches of a space deletion, to leave the disk to live traffic (0: back to back)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,

@@ -41,6 +41,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/s3blob"
@@ -89,6 +90,16 @@ type Env struct {
 	Name   string
 	AWS    aws.Config
 	Config config.Config
+	// Metrics receives the process's measurements (EMF in the Lambda log); nil records nothing.
+	Metrics metrics.Recorder
+}
+
+// Recorder returns e.Metrics, or a recorder that records nothing.
+func (e Env) Recorder() metrics.Recorder {
+	if e.Metrics == nil {
+		return metrics.Nop{}
+	}
+	return e.Metrics
 }
 
 // LambdaAWSConfig is the AWS SDK configuration of a Lambda function, from the environment the runtime sets:
@@ -195,7 +206,7 @@ func (e Env) DomainConfig(logger *slog.Logger, opts ServiceOptions) (domain.Conf
 		notifier = livefeed.NewRemote(api, logger)
 	}
 	limits := AWSLimits()
-	return domain.Config{Store: st, Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
+	return domain.Config{Store: metrics.Store(st, e.Recorder()), Blobs: blobs, Clock: platform.Clock{}, IDs: ids, Logger: logger,
 		Notifier: notifier, Watcher: opts.Watcher, Limits: &limits, Webhooks: opts.Webhooks, DeliveryQueue: opts.DeliveryQueue,
 		CursorKey: cursorKey, AppVersion: cfg.Version, InlineBodyMax: cfg.InlineBodyMax, WaitsPerSpace: opts.WaitsPerSpace}, nil
 }
@@ -211,6 +222,7 @@ type Function struct {
 	// Svc is the function's domain service.
 	Svc    *domain.Service
 	lambda any
+	emf    *metrics.EMF
 }
 
 // NewLogger returns the JSON logger of a process: level, and the process name on every line.
@@ -235,13 +247,14 @@ func Init(ctx context.Context, spec Spec, lookup func(string) (string, bool), lo
 		logger.Error("configuration", "error", err.Error())
 		return nil, err
 	}
-	served, err := start(ctx, spec, cfg, lookup, logger)
+	emf := metrics.NewEMF(logs, spec.Name)
+	served, err := start(ctx, spec, cfg, lookup, logger, emf)
 	if err != nil {
 		logger.Error("start-up", "error", err.Error())
 		return nil, err
 	}
 	logger.Info("ready", "table", cfg.Table, "bucket", cfg.Bucket, "version", cfg.Version, "admin", cfg.AdminSecret != "" || cfg.AdminSecretARN != "")
-	return &Function{Name: spec.Name, Config: cfg, Logger: logger, Handler: served.HTTP, Svc: served.Svc, lambda: served.Lambda}, nil
+	return &Function{Name: spec.Name, Config: cfg, Logger: logger, Handler: served.HTTP, Svc: served.Svc, lambda: served.Lambda, emf: emf}, nil
 }
 
 // Build builds what spec serves under cfg, with the AWS configuration read through lookup: Init without
@@ -250,10 +263,10 @@ func Build(ctx context.Context, spec Spec, cfg config.Config, lookup func(string
 	if spec.Start == nil {
 		return Served{}, fmt.Errorf("%s: no such role", spec.Name)
 	}
-	return start(ctx, spec, cfg, lookup, logger)
+	return start(ctx, spec, cfg, lookup, logger, nil)
 }
 
-func start(ctx context.Context, spec Spec, cfg config.Config, lookup func(string) (string, bool), logger *slog.Logger) (Served, error) {
+func start(ctx context.Context, spec Spec, cfg config.Config, lookup func(string) (string, bool), logger *slog.Logger, rec metrics.Recorder) (Served, error) {
 	awsCfg, err := LambdaAWSConfig(lookup)
 	if err != nil {
 		return Served{}, fmt.Errorf("%s: AWS configuration: %w", spec.Name, err)
@@ -262,6 +275,7 @@ func start(ctx context.Context, spec Spec, cfg config.Config, lookup func(string
 	if err != nil {
 		return Served{}, err
 	}
+	env.Metrics = rec
 	served, err := spec.Start(ctx, env, logger)
 	if err == nil && served.Lambda == nil {
 		err = fmt.Errorf("%s: the role serves nothing", spec.Name)
@@ -276,7 +290,28 @@ func Main(spec Spec) {
 	if err != nil {
 		os.Exit(1)
 	}
-	lambda.Start(f.lambda)
+	lambda.Start(f.LambdaHandler())
+}
+
+// LambdaHandler is the function's handler for the Lambda runtime: the role's, followed after every
+// invocation by one flush of the measurements it made (CloudWatch embedded metric format in the log).
+func (f *Function) LambdaHandler() lambda.Handler {
+	return flushing{next: lambda.NewHandler(f.lambda), f: f}
+}
+
+type flushing struct {
+	next lambda.Handler
+	f    *Function
+}
+
+func (h flushing) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := h.next.Invoke(ctx, payload)
+	if h.f.emf != nil {
+		if ferr := h.f.emf.Flush(); ferr != nil {
+			h.f.Logger.Warn("writing metrics", "error", ferr.Error())
+		}
+	}
+	return out, err
 }
 
 // JSONHandler adapts a handler of raw JSON events (as the scheduled sweeper's) for lambda.Start.

@@ -69,7 +69,7 @@ func Handler(env app.Env, logger *slog.Logger, opts Options) (http.Handler, *dom
 		return nil, nil, err
 	}
 	stack, err := transport.New(cfg, transport.Options{HTTP: httpapi.Over(httpapi.Options{}), AdminSecret: env.Config.AdminSecret, Logger: logger,
-		Version: env.Config.Version})
+		Version: env.Config.Version, Metrics: env.Recorder()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -33,7 +33,7 @@ func start(_ context.Context, env app.Env, logger *slog.Logger) (app.Served, err
 	if err != nil {
 		return app.Served{}, err
 	}
-	stack, err := transport.New(cfg, transport.Options{MCP: mcpapi.Over, Logger: logger, Version: env.Config.Version})
+	stack, err := transport.New(cfg, transport.Options{MCP: mcpapi.Over, Logger: logger, Version: env.Config.Version, Metrics: env.Recorder()})
 	if err != nil {
 		return app.Served{}, fmt.Errorf("%s: %w", env.Name, err)
 	}

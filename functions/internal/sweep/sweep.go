@@ -1,5 +1,6 @@
 // Package sweep is the upload sweeper function: invoked by an EventBridge schedule, it expires the
-// unsealed uploads whose time passed (domain.Service.SweepUploads) in batches.
+// unsealed uploads whose time passed (domain.Service.SweepUploads) in batches, then advances the deletion
+// of every space being deleted (domain.Service.ContinueDeletions) until its deadline is near.
 package sweep
 
 import (
@@ -43,6 +44,11 @@ type Result struct {
 	Batches int `json:"batches"`
 	// More says a batch was still expiring uploads when the invocation stopped (batch cap or deadline).
 	More bool `json:"more"`
+	// DeletionBatches counts the space deletion batches committed; DeletionsCompleted the spaces whose
+	// deletion completed; DeletionsPending those still deleting (the next invocation continues them).
+	DeletionBatches    int      `json:"deletion_batches"`
+	DeletionsCompleted []string `json:"deletions_completed"`
+	DeletionsPending   int      `json:"deletions_pending"`
 }
 
 // Sweeper serves the sweeper function.
@@ -77,7 +83,32 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			break
 		}
 	}
+	if err := s.deletions(ctx, &res); err != nil {
+		return res, err
+	}
 	s.Logger.LogAttrs(ctx, slog.LevelInfo, "sweep", slog.Int("expired", res.Expired), slog.Int("batches", res.Batches),
-		slog.Bool("more", res.More), slog.Duration("duration", time.Since(start)))
+		slog.Bool("more", res.More), slog.Int("deletion_batches", res.DeletionBatches),
+		slog.Any("deletions_completed", res.DeletionsCompleted), slog.Int("deletions_pending", res.DeletionsPending),
+		slog.Duration("duration", time.Since(start)))
 	return res, nil
+}
+
+// deletions advances the space deletions until sweepMargin before the invocation's deadline.
+func (s *Sweeper) deletions(ctx context.Context, res *Result) error {
+	dctx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		if time.Until(d) < sweepMargin {
+			return nil
+		}
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithDeadline(ctx, d.Add(-sweepMargin))
+		defer cancel()
+	}
+	run, err := s.Svc.ContinueDeletions(dctx, domain.DeletionOptions{})
+	res.DeletionBatches, res.DeletionsCompleted, res.DeletionsPending = run.Batches, run.Completed, run.Pending
+	if err != nil && dctx.Err() == nil {
+		s.Logger.LogAttrs(ctx, slog.LevelError, "space deletion failed", slog.String("error", err.Error()))
+		return fmt.Errorf("%s: deleting spaces: %w", config.Sweeper, err)
+	}
+	return nil
 }
