@@ -204,10 +204,36 @@ func (v *verifier) blob(ctx context.Context, space, blobID string) (string, erro
 	return problem, nil
 }
 
+// open opens an object for reading; missing is true (and rc nil) when it is absent.
+func (v *verifier) open(ctx context.Context, key string) (rc io.ReadCloser, missing bool, err error) {
+	v.rep.Objects++
+	rc, _, err = v.s.blobs.Get(ctx, key)
+	if errors.Is(err, port.ErrBlobNotFound) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading object %s: %w", key, err)
+	}
+	return rc, false, nil
+}
+
+// readAll reads a whole small object (a body, a state); missing is true when it is absent, and readErr is
+// a failure while reading (corrupt bytes, for stores that check digests as they read).
+func (v *verifier) readAll(ctx context.Context, key string) (raw []byte, missing bool, readErr, err error) {
+	rc, missing, err := v.open(ctx, key)
+	if rc == nil {
+		return nil, missing, nil, err
+	}
+	defer rc.Close()
+	raw, readErr = io.ReadAll(rc)
+	v.rep.ObjectBytes += int64(len(raw))
+	return raw, false, readErr, nil
+}
+
 // object checks one object against its recorded size and SHA-256 (sha256 "" checks presence and size).
 func (v *verifier) object(ctx context.Context, key string, size int64, sha256hex string) (problem, detail string, err error) {
-	v.rep.Objects++
 	if v.opts.HeadOnly {
+		v.rep.Objects++
 		info, err := v.s.blobs.Head(ctx, key)
 		if errors.Is(err, port.ErrBlobNotFound) {
 			return ProblemMissingObject, key, nil
@@ -218,12 +244,12 @@ func (v *verifier) object(ctx context.Context, key string, size int64, sha256hex
 		v.rep.ObjectBytes += info.Size
 		return compareObject(info.Size, info.SHA256, size, sha256hex)
 	}
-	rc, _, err := v.s.blobs.Get(ctx, key)
-	if errors.Is(err, port.ErrBlobNotFound) {
-		return ProblemMissingObject, key, nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("reading object %s: %w", key, err)
+	rc, missing, err := v.open(ctx, key)
+	if rc == nil {
+		if missing {
+			return ProblemMissingObject, key, nil
+		}
+		return "", "", err
 	}
 	defer rc.Close()
 	h := sha256.New()
@@ -317,19 +343,14 @@ func attachmentProblem(p string) string {
 // bodyDecodes checks that a body object exists and decodes (bodies committed before their digest was
 // recorded have nothing to compare with).
 func (v *verifier) bodyDecodes(ctx context.Context, key string) (string, string, error) {
-	v.rep.Objects++
-	rc, _, err := v.s.blobs.Get(ctx, key)
-	if errors.Is(err, port.ErrBlobNotFound) {
-		return ProblemMissingObject, key, nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("reading object %s: %w", key, err)
-	}
-	defer rc.Close()
-	raw, err := io.ReadAll(rc)
-	v.rep.ObjectBytes += int64(len(raw))
+	raw, missing, readErr, err := v.readAll(ctx, key)
 	var body MessageBody
-	if err != nil || json.Unmarshal(raw, &body) != nil {
+	switch {
+	case err != nil:
+		return "", "", err
+	case missing:
+		return ProblemMissingObject, key, nil
+	case readErr != nil || json.Unmarshal(raw, &body) != nil:
 		return ProblemUndecodable, key, nil
 	}
 	return "", "", nil
@@ -337,7 +358,6 @@ func (v *verifier) bodyDecodes(ctx context.Context, key string) (string, string,
 
 // revision checks a memory revision's state object and the blobs of its active items.
 func (v *verifier) revision(ctx context.Context, space, coll string, it port.Item) error {
-	s := v.s
 	v.rep.MemoryRevisions++
 	rr, err := decodeItem[revisionRecord](it)
 	id := coll + "@" + strings.TrimLeft(it.SK, "0")
@@ -348,18 +368,14 @@ func (v *verifier) revision(ctx context.Context, space, coll string, it port.Ite
 	bad := func(problem, blobID string, items []string, detail string) {
 		v.find(VerifyFinding{SpaceID: space, Kind: "memory_revision", ID: id, Problem: problem, BlobID: blobID, ItemIDs: items, Detail: detail})
 	}
-	v.rep.Objects++
-	rc, _, err := s.blobs.Get(ctx, rr.StateKey)
-	if errors.Is(err, port.ErrBlobNotFound) {
+	raw, missing, rerr, err := v.readAll(ctx, rr.StateKey)
+	if err != nil {
+		return err
+	}
+	if missing {
 		bad(ProblemMissingObject, "", nil, "state "+rr.StateKey)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("reading state %s: %w", rr.StateKey, err)
-	}
-	raw, rerr := io.ReadAll(rc)
-	rc.Close()
-	v.rep.ObjectBytes += int64(len(raw))
 	if rerr != nil {
 		bad(ProblemDigestMismatch, "", nil, fmt.Sprintf("state %s: %v", rr.StateKey, rerr))
 		return nil
