@@ -253,6 +253,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("store commits observed: %d", n)
 	}
 	count("waypost_store_commit_ops", nil)
+	if n := count("waypost_store_batch_transactions", nil); n == 0 {
+		t.Errorf("no group commit observed")
+	}
 	// The data plane's listener does not serve it.
 	r, err := s.roundTrip(context.Background(), request{Method: "GET", Path: "/metrics"})
 	if err != nil || r.Status != http.StatusNotFound {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/store/pebble"
 )
 
@@ -76,6 +77,6 @@ func writeFileSync(path string, data []byte) error {
 }
 
 // openItems opens the item store of a data directory.
-func openItems(dir string, cfg Config) (*pebble.Store, error) {
-	return pebble.Open(filepath.Join(dir, "items"), pebble.Options{NoSync: cfg.NoSync, Logger: cfg.Logger})
+func openItems(dir string, cfg Config, rec metrics.Recorder) (*pebble.Store, error) {
+	return pebble.Open(filepath.Join(dir, "items"), pebble.Options{NoSync: cfg.NoSync, Logger: cfg.Logger, OnBatch: rec.Batch})
 }

@@ -158,14 +158,14 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openItems(cfg.DataDir, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("server: opening store: %w", err)
-	}
 	var rec metrics.Recorder = metrics.Nop{}
 	if cfg.MetricsAddr != "" {
 		s.metrics = prom.New()
 		rec = s.metrics
+	}
+	st, err := openItems(cfg.DataDir, cfg, rec)
+	if err != nil {
+		return nil, fmt.Errorf("server: opening store: %w", err)
 	}
 	items := metrics.Store(st, rec)
 	blobs, err := fsblob.New(filepath.Join(cfg.DataDir, "blobs"))

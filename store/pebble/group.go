@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	pdb "github.com/cockroachdb/pebble/v2"
 
@@ -167,10 +168,14 @@ func (s *Store) makeDurable(g *group) {
 	}
 	err := s.failure()
 	if err == nil && g.batch != nil {
+		start := time.Now()
 		if cerr := g.batch.Commit(s.wopt); cerr != nil {
 			err = s.fail(cerr)
 		} else {
 			s.publishView()
+			if s.onBatch != nil {
+				s.onBatch(len(g.reqs), time.Since(start))
+			}
 		}
 	}
 	if g.batch != nil {

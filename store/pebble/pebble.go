@@ -114,6 +114,9 @@ type Options struct {
 	// Logger receives the engine's own messages: errors, and at debug level its flushes and compactions
 	// (nil: discarded).
 	Logger *slog.Logger
+	// OnBatch, when set, is told after every durable write how many commits it carried (group commit) and
+	// how long the write took, its fsync included. It runs on the committer's path: it must be quick.
+	OnBatch func(commits int, d time.Duration)
 }
 
 // Store is the embedded port.ItemStore. It is safe for concurrent use.
@@ -123,6 +126,8 @@ type Store struct {
 	wopt *pdb.WriteOptions
 	max  int
 	log  *slog.Logger
+	// onBatch is Options.OnBatch (nil: none).
+	onBatch func(commits int, d time.Duration)
 
 	mu         sync.Mutex // guards queue, evaluating and closing
 	queue      []*request
@@ -196,7 +201,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache)}
+	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache), onBatch: opts.OnBatch}
 	if opts.NoSync {
 		s.wopt = pdb.NoSync
 	}
