@@ -73,6 +73,15 @@ func (a *Admin) DeleteSpace(ctx context.Context, spaceID string) (domain.SpaceRe
 	return out, err
 }
 
+// Backup asks the running embedded server for a consistent online copy of its data into dir, an absolute
+// path on the server's host, absent or empty (POST /admin/v0/backup; `waypost serve` only). The result
+// names dir, taken_at, objects, object_bytes and duration_ms (schema admin.backup.response).
+func (a *Admin) Backup(ctx context.Context, dir string) (map[string]any, error) {
+	var out map[string]any
+	err := a.t.do(ctx, http.MethodPost, "/admin/v0/backup", nil, map[string]string{"dir": dir}, &out)
+	return out, err
+}
+
 // Stats counts the stages of everything in a space (GET /admin/v0/spaces/{space_id}/stats); maxScan
 // bounds the records read (0: the server's default).
 func (a *Admin) Stats(ctx context.Context, spaceID string, maxScan int) (domain.SpaceStats, error) {

@@ -182,10 +182,13 @@ func TestDeleteSpaceSurvivesKill(t *testing.T) {
 	if got := blobFiles(t, s.data); got != filesKept {
 		t.Errorf("%d blob files left, want the other space's %d", got, filesKept)
 	}
-	// The other space still works.
-	items, _ := readAll(t, s, kp, nil)
-	_ = items
+	// The other space still works, and every reference left verifies (the deleted space is skipped).
+	readAll(t, s, kp, nil)
 	ok[spaceData](t, s, request{Method: "GET", Path: keep.path(""), Token: adminSecret})
+	s.stop()
+	if out, errOut, err := waypost("verify", "--data", s.data); err != nil || !strings.Contains(errOut, "1 skipped") {
+		t.Errorf("verify after the deletion: %v\n%s%s", err, out, errOut)
+	}
 }
 
 // TestMetricsEndpoint: `waypost serve --metrics-addr` answers `curl http://ADDR/metrics` with Prometheus

@@ -61,6 +61,7 @@ func TestNewCompilesEverySchema(t *testing.T) {
 func TestWantedSchemaSet(t *testing.T) {
 	want := []string{
 		"admin.actor.create.request", "admin.actor.create.response", "admin.actor.revoke.response",
+		"admin.backup.request", "admin.backup.response",
 		"admin.collection.create.request", "admin.collection.create.response",
 		"admin.consumer.create.request", "admin.consumer.response", "admin.consumer.update.request",
 		"admin.deliveries.response", "admin.delivery.response", "admin.empty.request",

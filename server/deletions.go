@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/waypost/waypost/domain"
@@ -13,7 +14,12 @@ import (
 // deletionRetry while one waits (for upload URLs to expire) or failed.
 type deletionWorker struct {
 	kick chan struct{}
+	// mu is held while a run removes anything; Backup holds it to keep referenced objects in place.
+	mu sync.Mutex
 }
+
+// deletionChunk is how many batches one run makes before it lets a backup in.
+const deletionChunk = 20
 
 // deletionRetry is how long the worker waits before it tries a failed or waiting deletion again.
 const deletionRetry = 30 * time.Second
@@ -41,7 +47,7 @@ func (w *deletionWorker) run(ctx context.Context, svc *domain.Service, log *slog
 		}
 		retry = nil
 		start := time.Now()
-		run, err := svc.ContinueDeletions(ctx, domain.DeletionOptions{Pause: pause})
+		run, err := w.runChunks(ctx, svc, pause)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -49,7 +55,7 @@ func (w *deletionWorker) run(ctx context.Context, svc *domain.Service, log *slog
 			log.LogAttrs(ctx, slog.LevelError, "space deletion failed; retrying", slog.String("error", err.Error()),
 				slog.Duration("retry_in", deletionRetry))
 			retry = time.After(deletionRetry)
-		case run.Pending > 0:
+		case run.Pending > 0: // waiting for upload URLs to expire, or another process works on it
 			wait := deletionRetry
 			if !run.NextAt.IsZero() {
 				wait = min(wait, max(time.Until(run.NextAt), time.Second))
@@ -59,6 +65,22 @@ func (w *deletionWorker) run(ctx context.Context, svc *domain.Service, log *slog
 		if run.Batches > 0 {
 			log.LogAttrs(ctx, slog.LevelInfo, "space deletion", slog.Int("batches", run.Batches),
 				slog.Any("completed", run.Completed), slog.Int("pending", run.Pending), slog.Duration("duration", time.Since(start)))
+		}
+	}
+}
+
+// runChunks runs deletion batches, deletionChunk at a time under mu, until nothing is left to do now.
+func (w *deletionWorker) runChunks(ctx context.Context, svc *domain.Service, pause time.Duration) (domain.DeletionRun, error) {
+	var total domain.DeletionRun
+	for {
+		w.mu.Lock()
+		run, err := svc.ContinueDeletions(ctx, domain.DeletionOptions{MaxBatches: deletionChunk, Pause: pause})
+		w.mu.Unlock()
+		total.Batches += run.Batches
+		total.Completed = append(total.Completed, run.Completed...)
+		total.Pending, total.NextAt = run.Pending, run.NextAt
+		if err != nil || run.Pending == 0 || run.Batches < deletionChunk || ctx.Err() != nil {
+			return total, err
 		}
 	}
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// format, without authentication: bind it to loopback or a private network, where only the scraper
 	// reaches it (the admin secret is not needed, and should not be handed to a scraper).
 	MetricsAddr string
+	// AllowUnreadable serves a restored backup even when its verification found unreadable resources
+	// (they fail to read; every start logs them again). Without it such a restore refuses to start.
+	AllowUnreadable bool
 	// DeletionPause is waited between two batches of a space deletion, to leave the disk to live
 	// traffic; 0 runs the batches back to back.
 	DeletionPause time.Duration
@@ -105,6 +108,7 @@ type Server struct {
 	sender          *sender.Sender
 	worker          *webhookWorker
 	deletions       *deletionWorker
+	ids             port.IDSource
 	metrics         *prom.Recorder // nil without Config.MetricsAddr
 	metricsLn       net.Listener
 	AdminSecretPath string // where the generated admin secret lives ("" when it came from the environment)
@@ -227,13 +231,24 @@ func Open(cfg Config) (*Server, error) {
 	// reach them directly, so nothing on the public listener may publish to them.
 	stack, err := transport.New(dcfg, transport.Options{MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
 		Metrics: rec,
-		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
+		HTTP:    httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	svc, api := stack.Svc, stack.Handler.(*httpapi.API)
+	backupAdmin, err := adminauth.NewVerifier(admin)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.ids = ids
+	api.Mount("POST /admin/v0/backup", s.backupHandler(backupAdmin, api.Schemas()))
 	s.store, s.svc, s.api = st, svc, api
+	if err := s.verifyRestore(context.Background()); err != nil {
+		st.Close()
+		return nil, err
+	}
 	if s.worker != nil {
 		s.worker.start(svc)
 	}

@@ -315,6 +315,13 @@ func (a *API) Principal(r *http.Request) (*domain.Principal, error) { return a.p
 // Service returns the domain service behind the API.
 func (a *API) Service() *domain.Service { return a.svc }
 
+// Schemas returns the JSON Schemas the API validates with.
+func (a *API) Schemas() *schemas.Registry { return a.schemas }
+
+// Mount serves h at pattern (a net/http pattern, such as "POST /admin/v0/backup") beside the operations,
+// behind the same bounds, logs and metrics. It must be called before the API serves.
+func (a *API) Mount(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
+
 func (a *API) adminOK(r *http.Request) error {
 	if a.admin == nil {
 		return domain.Errorf(domain.CodeUnauthenticated, "the control plane is disabled")

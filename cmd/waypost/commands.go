@@ -10,6 +10,8 @@ func commands() []*cobra.Command {
 		newMCPConfigCmd(),
 		newBenchCmd(),
 		newAdminCmd(),
+		newBackupCmd(),
+		newVerifyCmd(),
 		newSendCmd(),
 		newInboxCmd(),
 		newAckCmd(),

@@ -59,6 +59,10 @@ histograms per operation and outcome (waypost_request_duration_seconds), store c
 (waypost_store_commit_duration_seconds, waypost_store_commit_ops), and the Go runtime. It needs no
 credential, so bind it where only your scraper reaches it (default: off).
 
+'waypost backup DIR' asks the running server for a consistent online copy of its data; starting 'waypost
+serve --data DIR' on such a copy first verifies every reference against its blob files and refuses to
+serve a restore with unreadable resources (--allow-unreadable serves it anyway, naming them in the log).
+
 A space deleted with 'waypost admin space delete' stops answering at once; its records and bytes are
 then removed in the background in bounded batches (--deletion-pause between two), resumed after a
 restart where it stopped.
@@ -144,6 +148,8 @@ services on its own host. The server warns loudly at start when it is set.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "",
 		"also listen here for GET /metrics (Prometheus text format, no authentication: use loopback or a private address)")
+	f.BoolVar(&cfg.AllowUnreadable, "allow-unreadable", false,
+		"serve a restored backup although its verification found unreadable resources (they fail to read)")
 	f.DurationVar(&cfg.DeletionPause, "deletion-pause", 0,
 		"pause between two batches of a space deletion, to leave the disk to live traffic (0: back to back)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
