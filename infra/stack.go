@@ -57,6 +57,10 @@ const ChannelPort = 8788
 // exportsPrefix is where the memory function writes ZIP exports (domain: exports/<space>/<id>.zip).
 const exportsPrefix = "exports/"
 
+// backupRetentionDays is how far back a restore reaches: DynamoDB point-in-time recovery keeps 35 days,
+// and the bucket keeps noncurrent object versions as long.
+const backupRetentionDays = 35
+
 // functionEnv lists, for each function, the environment variables the stack sets on it. It is written out
 // by hand on purpose: the test compares it with what functions/config says each function reads.
 func functionEnv() map[string][]string {
@@ -98,7 +102,7 @@ func functionSpecs() []functionSpec {
 		{FnMCP, "Waypost MCP endpoint (/mcp, Streamable HTTP)", 29, 512},
 		{FnDispatcher, "Waypost webhook dispatcher: DynamoDB stream to the delivery queue", 60, 256},
 		{FnDeliverer, "Waypost webhook deliverer: delivery queue to subscriber endpoints", 60, 256},
-		{FnSweeper, "Waypost sweeper: expired uploads", 300, 256},
+		{FnSweeper, "Waypost sweeper: expired uploads, space deletions", 300, 256},
 	}
 }
 
@@ -162,7 +166,15 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 			Enabled:    jsii.Bool(true),
 			Prefix:     jsii.String(exportsPrefix),
 			Expiration: awscdk.Duration_Days(jsii.Number(1)),
+		}, {
+			// Versioning is the blobs' backup (docs/operations.md): an overwritten or deleted object stays
+			// restorable as a noncurrent version for as long as the table's point-in-time recovery reaches.
+			Id:                          jsii.String("expire-noncurrent-versions"),
+			Enabled:                     jsii.Bool(true),
+			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(backupRetentionDays)),
+			ExpiredObjectDeleteMarker:   jsii.Bool(true),
 		}},
+		Versioned: jsii.Bool(true),
 		// Presigned uploads and downloads come from browsers and agents anywhere; the signature, not the
 		// origin, authorizes them.
 		Cors: &[]*awss3.CorsRule{{
@@ -583,6 +595,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	}))
 	addServiceAlarms(stack, s.Stage, alarmTargets{api: api, table: table, dispatcher: fns[FnDispatcher], channel: service,
 		deliveryQueue: deliveryQueue, topic: topic})
+	addDashboard(stack, s.Stage)
 
 	// ---- Outputs.
 

@@ -60,6 +60,22 @@ func TestStack(t *testing.T) {
 	t.Run("VPCLinkAvailabilityZones", func(t *testing.T) { checkAZs(t, sy, nil) })
 	t.Run("ExportsExpire", func(t *testing.T) { checkExportsLifecycle(t, sy) })
 	t.Run("FunctionEnvironmentMatchesConfig", func(t *testing.T) { checkEnvironment(t, sy) })
+	t.Run("OperationsDashboard", func(t *testing.T) { checkDashboard(t, sy) })
+}
+
+// checkDashboard: one dashboard graphs the metrics the functions write in embedded metric format
+// (internal/metrics: namespace Waypost; RequestLatency and Requests by operation, CommitLatency, CommitOps
+// and Commits), with the point-in-time recovery that backs the table up.
+func checkDashboard(t *testing.T, sy synthesized) {
+	countIs(t, sy, "AWS::CloudWatch::Dashboard", 1)
+	body := flatten(sy.resourcesOf("AWS::CloudWatch::Dashboard")[0].Props["DashboardBody"])
+	for _, want := range []string{"{Waypost,Function,Operation} MetricName=\\\"RequestLatency\\\"",
+		"{Waypost,Function,Operation,Outcome} MetricName=\\\"Requests\\\"", "MetricName=\\\"CommitLatency\\\"",
+		"MetricName=\\\"CommitOps\\\"", "{Waypost,Function,Outcome} MetricName=\\\"Commits\\\"", "p99"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the dashboard has no %s:\n%s", want, body)
+		}
+	}
 }
 
 // TestStackContext synthesizes a stage with every context parameter changed from its default.
@@ -359,7 +375,11 @@ func checkBucket(t *testing.T, sy synthesized) {
 			"Status":                         "Enabled",
 			"ExpirationInDays":               assertions.Match_Absent(),
 			"Prefix":                         assertions.Match_Absent(),
-		}), like(map[string]any{"Prefix": exportsPrefix, "ExpirationInDays": 1})}},
+		}), like(map[string]any{"Prefix": exportsPrefix, "ExpirationInDays": 1}),
+			// Versioning is the blobs' backup: noncurrent versions live as long as PITR reaches back.
+			like(map[string]any{"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": backupRetentionDays},
+				"ExpiredObjectDeleteMarker": true, "Prefix": assertions.Match_Absent()})}},
+		"VersioningConfiguration": map[string]any{"Status": "Enabled"},
 	})
 	// TLS only: a deny on aws:SecureTransport false for the bucket and its objects.
 	hasProps(t, sy, "AWS::S3::BucketPolicy", map[string]any{
