@@ -14,11 +14,12 @@ import (
 // template test pins them).
 const (
 	metricsNamespace = "Waypost"
-	metricLatency    = "RequestLatency" // ms; Function, Operation
-	metricRequests   = "Requests"       // count; Function, Operation, Outcome
-	metricCommitTime = "CommitLatency"  // ms; Function
-	metricCommitOps  = "CommitOps"      // ops per transaction; Function
-	metricCommits    = "Commits"        // count; Function, Outcome
+	metricLatency    = "RequestLatency"  // ms; Function, Operation (its sample count is the request count)
+	metricErrors     = "RequestErrors"   // count; Function
+	metricCommitTime = "CommitLatency"   // ms; Function
+	metricCommitOps  = "CommitOps"       // ops per transaction; Function
+	metricConflicts  = "CommitConflicts" // count; Function
+	metricCommitErrs = "CommitErrors"    // count; Function
 )
 
 // search is a graph line per metric a CloudWatch SEARCH expression finds.
@@ -37,7 +38,7 @@ func graph(title string, width float64, left ...awscloudwatch.IMetric) awscloudw
 }
 
 // addDashboard adds the stage's dashboard: request latency per operation (p50, p99), requests per
-// operation and outcome (error codes apart), store commit latency and size, and commits by outcome.
+// operation, failed requests per function, store commit latency and size, refused and failed commits.
 func addDashboard(stack awscdk.Stack, stage string) awscloudwatch.Dashboard {
 	d := awscloudwatch.NewDashboard(stack, jsii.String("OperationsDashboard"), &awscloudwatch.DashboardProps{
 		DashboardName:   jsii.String("Waypost-" + stage),
@@ -53,12 +54,14 @@ func addDashboard(stack awscdk.Stack, stage string) awscloudwatch.Dashboard {
 		graph("Request latency p50 (ms) by operation", 12, search("p50", "Function,Operation", metricLatency, "p50", "")),
 	)
 	d.AddWidgets(
-		graph("Requests by operation and outcome", 24, search("requests", "Function,Operation,Outcome", metricRequests, "Sum", "")),
+		graph("Requests by operation", 12, search("requests", "Function,Operation", metricLatency, "SampleCount", "")),
+		graph("Failed requests by function (the error code is in each log line)", 12, search("errors", "Function", metricErrors, "Sum", "")),
 	)
 	d.AddWidgets(
 		graph("Store commit latency p99 (ms)", 8, search("commitp99", "Function", metricCommitTime, "p99", "")),
 		graph("Operations per transaction (avg)", 8, search("commitops", "Function", metricCommitOps, "Average", "")),
-		graph("Commits by outcome", 8, search("commits", "Function,Outcome", metricCommits, "Sum", "")),
+		graph("Commits refused by a condition / failed", 8, search("conflicts", "Function", metricConflicts, "Sum", ""),
+			search("commiterrors", "Function", metricCommitErrs, "Sum", "")),
 	)
 	return d
 }

@@ -64,14 +64,14 @@ func TestStack(t *testing.T) {
 }
 
 // checkDashboard: one dashboard graphs the metrics the functions write in embedded metric format
-// (internal/metrics: namespace Waypost; RequestLatency and Requests by operation, CommitLatency, CommitOps
-// and Commits), with the point-in-time recovery that backs the table up.
+// (internal/metrics: namespace Waypost; RequestLatency by operation, RequestErrors, CommitLatency,
+// CommitOps, CommitConflicts and CommitErrors by function).
 func checkDashboard(t *testing.T, sy synthesized) {
 	countIs(t, sy, "AWS::CloudWatch::Dashboard", 1)
 	body := flatten(sy.resourcesOf("AWS::CloudWatch::Dashboard")[0].Props["DashboardBody"])
-	for _, want := range []string{"{Waypost,Function,Operation} MetricName=\\\"RequestLatency\\\"",
-		"{Waypost,Function,Operation,Outcome} MetricName=\\\"Requests\\\"", "MetricName=\\\"CommitLatency\\\"",
-		"MetricName=\\\"CommitOps\\\"", "{Waypost,Function,Outcome} MetricName=\\\"Commits\\\"", "p99"} {
+	q := func(dims, metric string) string { return "{Waypost," + dims + "} MetricName=\\\"" + metric + "\\\"" }
+	for _, want := range []string{q("Function,Operation", "RequestLatency"), q("Function", "RequestErrors"), q("Function", "CommitLatency"),
+		q("Function", "CommitOps"), q("Function", "CommitConflicts"), q("Function", "CommitErrors"), "'p99'", "'SampleCount'"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard has no %s:\n%s", want, body)
 		}

@@ -11,13 +11,17 @@ import (
 // EMFNamespace is the CloudWatch namespace of Waypost's metrics.
 const EMFNamespace = "Waypost"
 
-// EMF metric names (CloudWatch). infra's dashboard graphs them.
+// EMF metric names (CloudWatch). infra's dashboard graphs them. Dimensions are few on purpose: CloudWatch
+// bills every combination of dimension values as one custom metric (docs/aws-cost.md). The request count
+// per operation is RequestLatency's sample count; the outcome (the error code) is a property of each
+// document, searchable in the log, not a dimension.
 const (
-	EMFRequestLatency = "RequestLatency" // ms, dimensions Function, Operation
-	EMFRequests       = "Requests"       // count, dimensions Function, Operation, Outcome
-	EMFCommitLatency  = "CommitLatency"  // ms, dimension Function
-	EMFCommitOps      = "CommitOps"      // operations per transaction, dimension Function
-	EMFCommits        = "Commits"        // count, dimensions Function, Outcome
+	EMFRequestLatency  = "RequestLatency"  // ms, dimensions Function, Operation
+	EMFRequestErrors   = "RequestErrors"   // count of requests that failed, dimension Function
+	EMFCommitLatency   = "CommitLatency"   // ms, dimension Function
+	EMFCommitOps       = "CommitOps"       // operations per transaction, dimension Function
+	EMFCommitConflicts = "CommitConflicts" // transactions refused by a condition, dimension Function
+	EMFCommitErrors    = "CommitErrors"    // transactions the store failed, dimension Function
 )
 
 // maxEMFValues is how many values one metric may carry in one EMF document (CloudWatch's limit).
@@ -100,7 +104,9 @@ type emfMeta struct {
 }
 
 // Flush writes what was recorded since the last Flush, one document per operation and outcome and one
-// per commit outcome, and forgets it. A write error is returned (the measurements are dropped).
+// per commit outcome, and forgets it. A latency array holds at most 100 values (CloudWatch's limit; the
+// first ones of the invocation), counts are exact. A write error is returned (the measurements are
+// dropped).
 func (e *EMF) Flush() error {
 	e.mu.Lock()
 	requests, commits := e.requests, e.commits
@@ -115,13 +121,17 @@ func (e *EMF) Flush() error {
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
 	for _, k := range keys {
 		s := requests[k]
-		docs = append(docs, map[string]any{
-			"_aws": emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{
-				{Namespace: EMFNamespace, Dimensions: [][]string{{"Function", "Operation"}}, Metrics: []emfMetric{{EMFRequestLatency, "Milliseconds"}}},
-				{Namespace: EMFNamespace, Dimensions: [][]string{{"Function", "Operation", "Outcome"}}, Metrics: []emfMetric{{EMFRequests, "Count"}}},
-			}},
-			"Function": e.function, "Operation": k[0], "Outcome": k[1], EMFRequestLatency: s.latency, EMFRequests: s.count,
-		})
+		doc := map[string]any{"Function": e.function, "Operation": k[0], "Outcome": k[1], EMFRequestLatency: s.latency}
+		directives := []emfDirective{
+			{Namespace: EMFNamespace, Dimensions: [][]string{{"Function", "Operation"}}, Metrics: []emfMetric{{EMFRequestLatency, "Milliseconds"}}},
+		}
+		if k[1] != OutcomeOK {
+			doc[EMFRequestErrors] = s.count
+			directives = append(directives, emfDirective{Namespace: EMFNamespace, Dimensions: [][]string{{"Function"}},
+				Metrics: []emfMetric{{EMFRequestErrors, "Count"}}})
+		}
+		doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: directives}
+		docs = append(docs, doc)
 	}
 	outcomes := make([]string, 0, len(commits))
 	for k := range commits {
@@ -130,13 +140,19 @@ func (e *EMF) Flush() error {
 	sort.Strings(outcomes)
 	for _, o := range outcomes {
 		s := commits[o]
-		docs = append(docs, map[string]any{
-			"_aws": emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{
-				{Namespace: EMFNamespace, Dimensions: [][]string{{"Function"}}, Metrics: []emfMetric{{EMFCommitLatency, "Milliseconds"}, {EMFCommitOps, "Count"}}},
-				{Namespace: EMFNamespace, Dimensions: [][]string{{"Function", "Outcome"}}, Metrics: []emfMetric{{EMFCommits, "Count"}}},
-			}},
-			"Function": e.function, "Outcome": o, EMFCommitLatency: s.latency, EMFCommitOps: s.ops, EMFCommits: s.count,
-		})
+		doc := map[string]any{"Function": e.function, "Outcome": o, EMFCommitLatency: s.latency, EMFCommitOps: s.ops}
+		metrics := []emfMetric{{EMFCommitLatency, "Milliseconds"}, {EMFCommitOps, "Count"}}
+		switch o {
+		case CommitCondition:
+			doc[EMFCommitConflicts] = s.count
+			metrics = append(metrics, emfMetric{EMFCommitConflicts, "Count"})
+		case CommitError:
+			doc[EMFCommitErrors] = s.count
+			metrics = append(metrics, emfMetric{EMFCommitErrors, "Count"})
+		}
+		doc["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{
+			{Namespace: EMFNamespace, Dimensions: [][]string{{"Function"}}, Metrics: metrics}}}
+		docs = append(docs, doc)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
