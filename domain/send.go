@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -239,14 +240,27 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 			}
 			return res, err
 		}
+		// The reservation pins the authorization generation too: a revoked credential (a deleted space)
+		// reserves nothing, so no body is written under it.
 		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists())}, nil
+			return []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists()), genCheck(p)}, nil
 		}})
 		if err == nil {
 			return s.completeSend(ctx, p, key, sub, n)
 		}
-		if _, ok := port.FailedOp(err); !ok {
+		idx, ok := port.FailedOp(err)
+		if !ok {
 			return SendResult{}, fmt.Errorf("reserving %s: %w", OpMessageSend, err)
+		}
+		if idx == 1 { // authorization changed since authentication: re-check before reserving
+			fresh, aerr := s.refresh(ctx, p)
+			if aerr != nil {
+				return SendResult{}, aerr
+			}
+			if err := requireScope(fresh, ScopeMessageSend); err != nil {
+				return SendResult{}, err
+			}
+			p = fresh
 		}
 	}
 	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
@@ -308,12 +322,22 @@ func (s *Service) completeSend(ctx context.Context, p *Principal, key port.Key, 
 	// submission (the key embeds the message ID fixed at reservation, and the fingerprint fixes the body).
 	for attempt := 0; attempt < s.retries; attempt++ {
 		res, retry, err := s.commitSend(ctx, p, key, sub, fixed, n, false)
+		if err != nil && !retry {
+			s.dropOrphanBody(ctx, p.SpaceID, key, sub.ResourceID)
+		}
 		if !retry {
 			return res, err
 		}
-		cur, _, _, gerr := getRecord[Submission](ctx, s.store, key)
+		cur, _, found, gerr := getRecord[Submission](ctx, s.store, key)
 		if gerr != nil {
 			return SendResult{}, gerr
+		}
+		if !found { // the reservation is gone: its space was deleted
+			s.dropOrphanBody(ctx, p.SpaceID, key, sub.ResourceID)
+			if _, aerr := s.refresh(ctx, p); aerr != nil {
+				return SendResult{}, aerr
+			}
+			return SendResult{}, Errorf(CodeNotFound, "no such space")
 		}
 		if cur.State != StateReserved {
 			return decodeResult[SendResult](replay(cur, cur.Fingerprint))
@@ -423,6 +447,18 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		}
 	}
 	return SendResult{}, false, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// dropOrphanBody removes the body object of a send that failed after writing it, when its reservation is
+// gone: only deleting the space removes a reservation, so no retry can use the body, and nothing else would
+// ever find it. While the reservation exists the body stays for a retry with the same request_id.
+func (s *Service) dropOrphanBody(ctx context.Context, space string, key port.Key, msgID string) {
+	if _, found, err := s.store.Get(ctx, key); err != nil || found {
+		return
+	}
+	if err := s.blobs.Delete(ctx, messageBodyKey(space, msgID)); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "removing the body of a send whose space was deleted", slog.String("error", err.Error()))
+	}
 }
 
 // storedMessage is the message record: the public message plus where its body lives.

@@ -448,10 +448,11 @@ func (d *spaceDeleter) object(key string) { d.objects = append(d.objects, key) }
 // full reports whether the batch should be committed now.
 func (d *spaceDeleter) full() bool { return len(d.ops) >= d.batch || len(d.objects) >= d.batch }
 
-// flush commits the queued record deletions together with the progress: the counts, the phase when next
-// is not "", and the queued objects that exist (each counted with its size), which it then removes. The
-// object list stays in the space record until the next batch replaces it, so objects whose removal a crash
-// interrupted are removed when the deletion resumes (removePending); counts are thus exact across restarts.
+// flush commits the queued record deletions together with the progress: the counts (an object counted with
+// its size if it exists now), the phase when next is not "", and the queued objects, which it removes after
+// the commit. The object list stays in the space record until the next batch replaces it, so objects whose
+// removal a crash interrupted are removed when the deletion resumes (removePending); counts are thus exact
+// across restarts, but for bytes a writer stores while the deletion runs (removed, not counted).
 // A batch whose progress record changed since it was read (another process works on the same deletion)
 // commits nothing and ends this run for the space.
 func (d *spaceDeleter) flush(ctx context.Context, next string) error {
@@ -462,7 +463,6 @@ func (d *spaceDeleter) flush(ctx context.Context, next string) error {
 	if *d.budget == 0 {
 		return errDeletionBudget
 	}
-	var existing []string
 	for _, key := range d.objects {
 		info, err := s.blobs.Head(ctx, key)
 		if errors.Is(err, port.ErrBlobNotFound) {
@@ -471,14 +471,16 @@ func (d *spaceDeleter) flush(ctx context.Context, next string) error {
 		if err != nil {
 			return fmt.Errorf("deleting object: %w", err)
 		}
-		existing = append(existing, key)
 		d.counts.Objects++
 		d.counts.ObjectBytes += info.Size
 	}
 	sp := d.sp
 	del := *sp.Deletion
 	del.Removed.add(d.counts)
-	del.PendingObjects = existing
+	// Every queued object is removed after the commit, also one absent now: a writer that authenticated
+	// before the deletion may still be storing it (a body of a send reserved before, an upload); it checks
+	// its record once stored and removes the bytes itself when the record is gone, so either way they go.
+	del.PendingObjects = d.objects
 	if next != "" {
 		del.Phase, del.WaitUntil = next, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("Verify_CorruptRecordsAndObjects", func(t *testing.T) { opVerifyCorrupt(t, nb) })
 	t.Run("DeleteSpace_StopsAccessAndRemovesEverything", func(t *testing.T) { opDeleteSpace(t, nb) })
 	t.Run("DeleteSpace_OutlivesUploadURLs", func(t *testing.T) { opDeleteOutlivesUploadURLs(t, nb) })
+	t.Run("DeleteSpace_UnderConcurrentWrites", func(t *testing.T) { opDeleteUnderWrites(t, nb) })
 }
 
 // opEnv is a fixture whose backend can fail chosen commits and puts and records every key it stored.
@@ -349,32 +352,8 @@ func opDeleteSpace(t *testing.T, nb NewBackend) {
 	const messages = 14 // first, the reply and 12 notes (the failed sends never committed)
 
 	// What the space holds now: every recorded key and object that is still present.
-	ofSpace := map[port.Key]bool{} // token digests name no space: their records do
-	present := func() (keys []port.Key, objects []string) {
-		for _, key := range e.rec.Keys() {
-			it, found, err := e.store.Inner().Get(e.ctx, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.HasPrefix(key.PK, "TK#") && found && strings.Contains(string(it.Data), `"space_id":"`+sp+`"`) {
-				ofSpace[key] = true
-			}
-			if found && (ofSpace[key] || strings.Contains(key.PK+"|"+key.SK, sp)) {
-				keys = append(keys, key)
-			}
-		}
-		for _, obj := range e.rec.Objects() {
-			if !strings.Contains(obj, "/"+sp+"/") {
-				continue
-			}
-			if _, err := e.blobs.Inner().Head(e.ctx, obj); err == nil {
-				objects = append(objects, obj)
-			} else if !errors.Is(err, port.ErrBlobNotFound) {
-				t.Fatal(err)
-			}
-		}
-		return keys, objects
-	}
+	ofSpace := map[port.Key]bool{}
+	present := func() ([]port.Key, []string) { return e.present(sp, ofSpace) }
 	keysBefore, objectsBefore := present()
 	var objectBytes int64
 	for _, obj := range objectsBefore {
@@ -443,22 +422,12 @@ func opDeleteSpace(t *testing.T, nb NewBackend) {
 	if got.State != domain.SpaceDeleted || got.Deletion == nil || got.Deletion.CompletedAt == nil {
 		t.Fatalf("after the deletion: %+v", got)
 	}
-	keysAfter, objectsAfter := present()
-	allowed := map[port.Key]bool{{PK: "SP#" + sp, SK: "META"}: true, {PK: "SP#" + sp, SK: "DELETING"}: true, {PK: "SX", SK: sp}: true}
-	var left []port.Key
-	for _, key := range keysAfter {
-		if !allowed[key] && !strings.HasPrefix(key.PK, "ID#_#") {
-			left = append(left, key)
-		}
-	}
-	if len(left) > 0 || len(objectsAfter) > 0 {
-		t.Errorf("left after the deletion: records %v, objects %v", left, objectsAfter)
-	}
+	e.checkGone(sp, ofSpace)
 	// The state reports exactly what was removed: every record and object present before (the space's
 	// tombstone, the index entries of its uploads and its creation's idempotency record aside).
 	var wantRecords int64
 	for _, key := range keysBefore {
-		if !allowed[key] && !strings.HasPrefix(key.PK, "ID#_#") && !strings.HasPrefix(key.PK, "UX") {
+		if !keptAfterDeletion(sp, key) && !strings.HasPrefix(key.PK, "UX") {
 			wantRecords++
 		}
 	}
@@ -536,4 +505,122 @@ func opDeleteOutlivesUploadURLs(t *testing.T, nb NewBackend) {
 	if got.State != domain.SpaceDeleted || got.Deletion.Removed.Resources["blobs"] != 1 || got.Deletion.WaitUntil != nil {
 		t.Errorf("deleted: %+v", got.Deletion)
 	}
+}
+
+// present returns the recorded keys and objects of space sp that are still stored. ofSpace remembers the
+// token digest records (TK#…) that belong to sp: their keys name no space.
+func (e *opEnv) present(sp string, ofSpace map[port.Key]bool) (keys []port.Key, objects []string) {
+	e.T.Helper()
+	for _, key := range e.rec.Keys() {
+		it, found, err := e.store.Inner().Get(e.ctx, key)
+		if err != nil {
+			e.T.Fatalf("%v", err)
+		}
+		if strings.HasPrefix(key.PK, "TK#") && found && strings.Contains(string(it.Data), `"space_id":"`+sp+`"`) {
+			ofSpace[key] = true
+		}
+		if found && (ofSpace[key] || strings.Contains(key.PK+"|"+key.SK, sp)) {
+			keys = append(keys, key)
+		}
+	}
+	for _, obj := range e.rec.Objects() {
+		if !strings.Contains(obj, "/"+sp+"/") {
+			continue
+		}
+		if _, err := e.blobs.Inner().Head(e.ctx, obj); err == nil {
+			objects = append(objects, obj)
+		} else if !errors.Is(err, port.ErrBlobNotFound) {
+			e.T.Fatalf("%v", err)
+		}
+	}
+	return keys, objects
+}
+
+// keptAfterDeletion reports whether key is one a deleted space keeps: its tombstone, the deletion marker,
+// its entry in the space index, the idempotency record of its creation.
+func keptAfterDeletion(sp string, key port.Key) bool {
+	switch key {
+	case port.Key{PK: "SP#" + sp, SK: "META"}, port.Key{PK: "SP#" + sp, SK: "DELETING"}, port.Key{PK: "SX", SK: sp}:
+		return true
+	}
+	return strings.HasPrefix(key.PK, "ID#_#")
+}
+
+// checkGone fails the test if a record or object of the deleted space sp is still stored.
+func (e *opEnv) checkGone(sp string, ofSpace map[port.Key]bool) {
+	e.T.Helper()
+	keys, objects := e.present(sp, ofSpace)
+	var left []port.Key
+	for _, key := range keys {
+		if !keptAfterDeletion(sp, key) {
+			left = append(left, key)
+		}
+	}
+	if len(left) > 0 || len(objects) > 0 {
+		e.T.Fatalf("left after the deletion: records %v, objects %v", left, objects)
+	}
+}
+
+// opDeleteUnderWrites: writers keep sending (bodies inline and in the blob store, attachments) and
+// uploading with credentials authenticated before the deletion, while the space is deleted and removed:
+// every send begun after the DELETE answered fails, and once deleted nothing of the space is left (bytes
+// an upload stored late included).
+func opDeleteUnderWrites(t *testing.T, nb NewBackend) {
+	e := newOpEnv(t, nb)
+	sp := e.Space().SpaceID
+	a, b := e.Party(sp), e.Party(sp)
+	att := e.blob(a.P, "attached", true, true)
+	var stop atomic.Bool
+	var answered atomic.Int64 // sends begun after the DELETE answered that succeeded
+	var deleted atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				req := domain.SendRequest{RequestID: fmt.Sprintf("w%d-%d", w, i), RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "x"}}
+				switch i % 3 {
+				case 1:
+					req.Body.Text = longText("w")
+				case 2:
+					req.AttachmentIDs = []string{att}
+				}
+				var err error
+				after := deleted.Load()
+				if w == 3 {
+					text := fmt.Sprintf("upload %d", i)
+					sum := sha256.Sum256([]byte(text))
+					var prep domain.BlobPrepareResult
+					prep, err = e.Svc.PrepareBlob(e.ctx, a.P, domain.BlobPrepareRequest{RequestID: req.RequestID, ContentType: "text/plain",
+						SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])})
+					if err == nil {
+						_, err = e.Svc.Upload(e.ctx, a.P, prep.UploadID, "text/plain", int64(len(text)), strings.NewReader(text))
+					}
+					continue // bytes stored late are removed with their upload record (checkGone)
+				}
+				if _, err = e.Svc.SendMessage(e.ctx, a.P, req); err == nil && after {
+					answered.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	mustDo[domain.SpaceResult](t, "DeleteSpace")(e.Svc.DeleteSpace(e.ctx, sp))
+	deleted.Store(true)
+	for range 50 {
+		if _, err := e.Svc.ContinueDeletions(e.ctx, domain.DeletionOptions{MaxBatches: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	run := mustDo[domain.DeletionRun](t, "ContinueDeletions")(e.Svc.ContinueDeletions(e.ctx, domain.DeletionOptions{}))
+	if got := mustDo[domain.SpaceResult](t, "GetSpace")(e.Svc.GetSpace(e.ctx, sp)); got.State != domain.SpaceDeleted {
+		t.Fatalf("state %s after %+v", got.State, run)
+	}
+	if n := answered.Load(); n > 0 {
+		t.Errorf("%d writes succeeded after the DELETE answered", n)
+	}
+	e.checkGone(sp, map[port.Key]bool{})
 }
