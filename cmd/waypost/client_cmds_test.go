@@ -532,8 +532,8 @@ func TestCLIHelp(t *testing.T) {
 			walk(cmd)
 		}
 	}
-	if n != 21 {
-		t.Errorf("checked %d runnable client commands, want 21", n)
+	if n != 23 {
+		t.Errorf("checked %d runnable client commands, want 23", n)
 	}
 }
 

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/waypost/waypost/client"
+	"github.com/waypost/waypost/domain"
+)
+
+// TestCLIAdminStatsAndSpaceDelete: `waypost admin stats` counts a space's stages (text and --json), and
+// `waypost admin space delete` answers "deleting" and stops the space's tokens at once.
+func TestCLIAdminStatsAndSpaceDelete(t *testing.T) {
+	c := newCLITest(t)
+	f := c.setup()
+	c.ok("send", "--to", f.b, "--text", "one", "--url", c.url, "--token", f.ta)
+	c.ok("send", "--to", f.b, "--text", "two", "--url", c.url, "--token", f.ta)
+	adm := []string{"--url", c.url, "--admin-secret", testAdminSecret}
+
+	var st domain.SpaceStats
+	c.okJSON(&st, append([]string{"admin", "stats", "--space", f.space}, adm...)...)
+	if st.SubmissionsByOperation[domain.OpMessageSend].Committed != 2 || len(st.Consumers) != 2 || !st.Complete {
+		t.Errorf("stats: %+v", st)
+	}
+	for _, cs := range st.Consumers {
+		if cs.ConsumerID == f.cb && cs.NotReceived != 2 {
+			t.Errorf("b's consumer: %+v, want 2 not received", cs)
+		}
+	}
+	text := c.ok(append([]string{"admin", "stats", "--space", f.space}, adm...)...)
+	for _, want := range []string{"message.send", "committed 2", "consumer " + f.cb, "not received 2", "checkpoint none"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("stats text has no %q:\n%s", want, text)
+		}
+	}
+
+	var sp domain.SpaceResult
+	c.okJSON(&sp, append([]string{"admin", "space", "delete", f.space}, adm...)...)
+	if sp.State != domain.SpaceDeleting || sp.Deletion == nil {
+		t.Fatalf("delete: %+v", sp)
+	}
+	if _, _, err := c.run("", "inbox", "--consumer", f.cb, "--url", c.url, "--token", f.tb); !client.IsCode(err, domain.CodeUnauthenticated) {
+		t.Errorf("inbox with a token of the deleted space: %v", err)
+	}
+	got := c.ok(append([]string{"admin", "space", "get", f.space}, adm...)...)
+	if !strings.Contains(got, "state:") || !strings.Contains(got, "deleting") || !strings.Contains(got, "deletion_requested_at") {
+		t.Errorf("space get after delete:\n%s", got)
+	}
+	if _, _, err := c.run("", append([]string{"admin", "actor", "create", "--space", f.space}, adm...)...); !client.IsCode(err, domain.CodeNotFound) {
+		t.Errorf("actor create in a deleting space: %v", err)
+	}
+}
