@@ -621,12 +621,15 @@ func (d *spaceDeleter) runPhase(ctx context.Context, phase string) error {
 		if err := d.drain(ctx, "WH#"+space, ""); err != nil {
 			return err
 		}
-		return d.delIfPresent(ctx, keyDispatch(space), "")
+		if err := d.delIfPresent(ctx, keyDispatch(space), ""); err != nil {
+			return err
+		}
+		return d.delIfPresent(ctx, keyDispatchUnsharded(space), "")
 	case phaseRest:
 		if err := d.drain(ctx, pkWaitSlots(space), ""); err != nil {
 			return err
 		}
-		return d.eachSpaceItem(ctx, "", func(it port.Item) error {
+		if err := d.eachSpaceItem(ctx, "", func(it port.Item) error {
 			switch it.SK {
 			case "META", keySpaceDeleting(space).SK:
 				return nil
@@ -636,7 +639,19 @@ func (d *spaceDeleter) runPhase(ctx context.Context, phase string) error {
 				kind = "grants"
 			}
 			return d.del(ctx, it.Key, kind)
-		})
+		}); err != nil {
+			return err
+		}
+		// What the store keeps of the sequence besides the feed (DynamoDB: void slots, the watermark).
+		for {
+			n, err := s.store.DropSequence(ctx, *sequence(space), d.batch)
+			if err != nil {
+				return fmt.Errorf("dropping the sequence: %w", err)
+			}
+			if n == 0 {
+				return nil
+			}
+		}
 	}
 	return fmt.Errorf("unknown deletion phase %q", phase)
 }

@@ -94,6 +94,9 @@ func (s *recordingStore) Commit(ctx context.Context, tx port.Tx) (uint64, error)
 		if tx.Counter != nil {
 			s.r.keys[*tx.Counter] = true
 		}
+		if tx.Seq != nil {
+			s.r.keys[tx.Seq.Counter] = true
+		}
 		for _, op := range last {
 			if op.Kind == port.OpPut {
 				s.r.keys[op.Item.Key] = true

@@ -206,6 +206,11 @@ type ItemStore interface {
 	// lower value is still being committed). Adapters that reserve values may resolve slots while reading
 	// it: a slot left unfilled below a filled one for longer than a grace period is voided (see Sequence).
 	Head(ctx context.Context, seq Sequence) (uint64, error)
+	// DropSequence removes items an adapter keeps for a sequence besides those transactions write and
+	// reads return (DynamoDB: void slots and the watermark), at most limit per call, and reports how many it
+	// removed; 0 means none is left. It is called when the sequence's space is deleted, after its visible
+	// items were removed. Adapters that keep no such items return 0.
+	DropSequence(ctx context.Context, seq Sequence, limit int) (int, error)
 }
 
 // ErrUnavailable marks a transient storage failure; the operation may be retried.

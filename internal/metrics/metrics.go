@@ -85,7 +85,20 @@ func (s *store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	return first, err
 }
 
-// withCapabilities returns w as is: the item store port has no optional capability today. A capability
-// added to port (an interface a store may also implement) must be forwarded here, or the wrapper would
-// hide it from the domain.
-func withCapabilities(w *store, _ port.ItemStore) port.ItemStore { return w }
+// withCapabilities returns w, extended with the optional capabilities of inner (an interface of port a
+// store may also implement), so that the wrapper hides none of them from the domain.
+func withCapabilities(w *store, inner port.ItemStore) port.ItemStore {
+	if e, ok := inner.(port.Expirer); ok {
+		return expiringStore{store: w, e: e}
+	}
+	return w
+}
+
+// expiringStore is a store wrapper over a store that expires items by itself (port.Expirer).
+type expiringStore struct {
+	*store
+	e port.Expirer
+}
+
+// ExpiresItems reports the inner store's answer.
+func (s expiringStore) ExpiresItems() bool { return s.e.ExpiresItems() }

@@ -117,3 +117,18 @@ func TestEMF(t *testing.T) {
 		t.Errorf("a second flush wrote %q (%v)", buf.String(), err)
 	}
 }
+
+type expiring struct{ port.ItemStore }
+
+func (expiring) ExpiresItems() bool { return true }
+
+// TestStoreKeepsCapabilities: the wrapper keeps the optional capabilities of the store it wraps.
+func TestStoreKeepsCapabilities(t *testing.T) {
+	if _, ok := metrics.Store(mem.New(), metrics.Nop{}).(port.Expirer); ok {
+		t.Errorf("a store that does not expire items became one")
+	}
+	e, ok := metrics.Store(expiring{mem.New()}, metrics.Nop{}).(port.Expirer)
+	if !ok || !e.ExpiresItems() {
+		t.Errorf("the wrapper hid port.Expirer")
+	}
+}

@@ -623,3 +623,41 @@ func (g *gapLog) forget(slots string, h uint64) {
 		delete(g.seen, slots)
 	}
 }
+
+// DropSequence removes what the store keeps of seq besides the items transactions wrote, for a space being
+// deleted (its visible items are gone by then): the slots left in the slot partition — void markers, and
+// any slot a transaction filled after the domain read the feed — at most limit per call, then the watermark
+// item. It returns how many items it removed; 0 when nothing is left.
+func (s *Store) DropSequence(ctx context.Context, seq port.Sequence, limit int) (int, error) {
+	limit = min(max(limit, 1), MaxOps)
+	slots, err := s.scanSlots(ctx, seq, 0, limit)
+	if err != nil {
+		return 0, err
+	}
+	keys := make([]port.Key, 0, len(slots))
+	for _, v := range slots {
+		keys = append(keys, seq.Slot(v))
+	}
+	if len(keys) == 0 {
+		if _, found, err := s.rawGet(ctx, seq.Head); err != nil || !found {
+			return 0, err
+		}
+		keys = append(keys, seq.Head)
+	}
+	items := make([]types.TransactWriteItem, len(keys))
+	for i, k := range keys {
+		items[i] = types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyAV(k)}}
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal}
+	err = s.retry(ctx, func() (bool, error) {
+		out, err := s.api.TransactWriteItems(ctx, in)
+		if err == nil {
+			s.report(Usage{Operation: "TransactWriteItems", Items: len(items), WriteUnits: float64(2 * len(items))}, ptrs(out.ConsumedCapacity)...)
+		}
+		return transient(err), err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dropping sequence %s: %w", seq.Slots, err)
+	}
+	return len(keys), nil
+}
