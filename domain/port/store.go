@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Key addresses one item: a partition key and a sort key. Items of one partition are ordered by SK
@@ -121,12 +122,67 @@ func Check(key Key, cond Cond) Op { return Op{Kind: OpCheck, Item: Item{Key: key
 //
 // When Seq is set instead (Counter and Seq are exclusive), the transaction takes Count consecutive values of
 // the sequence, with the same Max and Build rules, and Build must put each taken value's slot (see Sequence).
+//
+// Quota, with a Seq, adds the transaction's size to the usage kept in the sequence's counter item (see
+// Quota); Count may then be 0 (a transaction that takes no value but stores something).
 type Tx struct {
 	Counter *Key
 	Seq     *Sequence
 	Count   uint64
 	Max     uint64
 	Build   func(first uint64) ([]Op, error)
+	Quota   *Quota
+}
+
+// Quota is the usage a transaction adds to its sequence's counter item (Tx.Seq.Counter), in the same
+// atomic step that takes its values: Bytes, the size of its puts (PutBytes of the ops Build returns) plus
+// Extra, and Items. When the usage would pass MaxBytes or MaxItems (a limit ≤ 0 is none), the transaction
+// fails with ErrQuotaExceeded, writes nothing and takes no value. The counter item keeps the usage in the
+// attributes UsageBytesAttr and UsageItemsAttr (decimal; absent means 0), which Get returns.
+//
+// How exact the usage is differs by adapter: inside the transaction (store/kv) it is exact; an adapter that
+// takes values before the transaction (store/dynamo) adds it with the reservation, sized by a Build of the
+// highest value the transaction could take, and takes it back when the transaction fails — so it may count a
+// few bytes more per transaction, and more only when a writer dies between the two.
+type Quota struct {
+	// Extra is what the operation stores outside the item store (a body or state object), in bytes.
+	Extra int64
+	// Items is how many items the transaction adds to the count (messages and revisions it publishes).
+	Items int64
+	// MaxBytes and MaxItems are the limits the usage must stay within; ≤ 0 means no limit.
+	MaxBytes int64
+	MaxItems int64
+}
+
+// Attributes of the usage a counter item keeps (Tx.Quota), decimal.
+const (
+	UsageBytesAttr = "ub"
+	UsageItemsAttr = "ui"
+)
+
+// ErrQuotaExceeded reports a transaction whose usage would pass its Quota's limits; nothing was written.
+var ErrQuotaExceeded = errors.New("quota exceeded")
+
+// PutBytes is the size of what ops store: the key, attribute names and values, and payload of every put.
+func PutBytes(ops []Op) int64 {
+	var n int64
+	for _, op := range ops {
+		if op.Kind != OpPut {
+			continue
+		}
+		n += int64(len(op.Item.PK) + len(op.Item.SK) + len(op.Item.Data))
+		for k, v := range op.Item.Attrs {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
+}
+
+// UsageOf returns the usage a counter item keeps (0, 0 for an absent item or attributes).
+func UsageOf(it Item) (bytes, items int64) {
+	bytes, _ = strconv.ParseInt(it.Attrs[UsageBytesAttr], 10, 64)
+	items, _ = strconv.ParseInt(it.Attrs[UsageItemsAttr], 10, 64)
+	return bytes, items
 }
 
 // Sequence is a counter whose values number slots: the items {Slots, SlotSK(v)} of one partition (a space's

@@ -38,7 +38,8 @@ func encodeItem(it port.Item) map[string]types.AttributeValue {
 	return av
 }
 
-// decodeItem is the inverse of encodeItem. Attributes the store does not write are ignored.
+// decodeItem is the inverse of encodeItem. Attributes the store does not write are ignored, but for the
+// usage number attributes of a counter item (port.UsageBytesAttr, port.UsageItemsAttr).
 func decodeItem(av map[string]types.AttributeValue) (port.Item, error) {
 	var it port.Item
 	pk, ok1 := av[AttrPK].(*types.AttributeValueMemberS)
@@ -55,6 +56,14 @@ func decodeItem(av map[string]types.AttributeValue) (port.Item, error) {
 				return it, fmt.Errorf("%w: %s: payload is %T, not binary", kv.ErrCorrupt, it.Key, v)
 			}
 			it.Data = append([]byte(nil), b.Value...)
+		case name == port.UsageBytesAttr || name == port.UsageItemsAttr:
+			// The usage a sequence's counter keeps (number attributes, see quota.go), read as port attributes.
+			if n, ok := v.(*types.AttributeValueMemberN); ok {
+				if it.Attrs == nil {
+					it.Attrs = make(map[string]string, len(av))
+				}
+				it.Attrs[name] = n.Value
+			}
 		case strings.HasPrefix(name, AttrPrefix):
 			s, ok := v.(*types.AttributeValueMemberS)
 			if !ok {

@@ -64,8 +64,15 @@ func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 			return 0, fmt.Errorf("dynamo: commit: sequence: %w: %w", kv.ErrInvalidTx, err)
 		}
 	}
+	use, err := s.usageOf(tx)
+	if err != nil {
+		return 0, err
+	}
+	if tx.Count == 0 {
+		return 0, s.commitUsage(ctx, tx, use)
+	}
 	for round := 0; ; round++ {
-		first, err := s.reserve(ctx, seq, tx.Count, tx.Max)
+		first, err := s.reserve(ctx, seq, tx.Count, tx.Max, use)
 		if err != nil {
 			return 0, err
 		}
@@ -83,6 +90,7 @@ func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 			s.advance(ctx, seq, first, last)
 			return first, nil
 		}
+		s.giveBack(ctx, seq, use)
 		if !errors.Is(err, errSlotTaken) {
 			return 0, err
 		}
@@ -93,8 +101,9 @@ func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 	}
 }
 
-// reserve takes count values of seq with one atomic update of its counter item and returns the first.
-func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint64) (uint64, error) {
+// reserve takes count values of seq with one atomic update of its counter item and returns the first; the
+// same update adds the transaction's usage (use, nil for none), under its limits.
+func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint64, use *usage) (uint64, error) {
 	if count > max {
 		return 0, fmt.Errorf("dynamo: commit: %d values of %s would pass %d: %w", count, seq.Counter, max, port.ErrCounterExhausted)
 	}
@@ -110,6 +119,12 @@ func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint6
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
+	}
+	if use != nil {
+		if err := use.within(); err != nil {
+			return 0, err
+		}
+		use.addTo(in)
 	}
 	for attempt := 0; ; attempt++ {
 		out, err := s.update(ctx, in)
@@ -127,6 +142,9 @@ func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint6
 		old, err := s.failedItem(ctx, ccf, seq.Counter)
 		if err != nil {
 			return 0, fmt.Errorf("dynamo: commit: reserving on %s: %w", seq.Counter, err)
+		}
+		if use != nil && use.exceededBy(old) {
+			return 0, fmt.Errorf("dynamo: commit: %s: %w", seq.Counter, port.ErrQuotaExceeded)
 		}
 		if _, has := old[AttrReserved]; has {
 			n, _ := numberAttr(old, AttrReserved)

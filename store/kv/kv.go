@@ -16,7 +16,9 @@
 //     (ErrInvalidTx);
 //  5. evaluates every condition against the state before any write; the first failing op, in Build's
 //     order, is reported as a *port.ConditionFailedError and nothing is written;
-//  6. applies puts and deletes, then the counter update.
+//  6. with a Quota, adds the transaction's usage (port.PutBytes of the ops, plus Extra) to the counter item,
+//     failing with port.ErrQuotaExceeded when it would pass a limit (exact: in the same transaction);
+//  7. applies puts and deletes, then the counter update.
 //
 // Items are deep-copied on the way in; Query hands out items the caller owns. If a View write fails in
 // step 6, Commit returns the error and the adapter must discard the writes already made (roll back).
@@ -165,7 +167,7 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		if err != nil {
 			return 0, fmt.Errorf("kv: commit: %w", err)
 		}
-		if tx.Count > tx.Max || n > tx.Max-tx.Count {
+		if tx.Count > 0 && (tx.Count > tx.Max || n > tx.Max-tx.Count) {
 			return 0, fmt.Errorf("kv: commit: counter %s at %d, %d more would pass %d: %w",
 				*ctrKey, n, tx.Count, tx.Max, port.ErrCounterExhausted)
 		}
@@ -234,6 +236,12 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		}
 	}
 
+	if tx.Quota != nil {
+		if err := addUsage(&counter, *tx.Quota, ops); err != nil {
+			return 0, fmt.Errorf("kv: commit: %w", err)
+		}
+	}
+
 	// Writes. From here on an error leaves partial writes the caller must roll back.
 	for i, op := range ops {
 		switch op.Kind {
@@ -252,6 +260,20 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		}
 	}
 	return first, nil
+}
+
+// addUsage adds the usage of a transaction to its counter item, or fails with port.ErrQuotaExceeded.
+func addUsage(counter *port.Item, q port.Quota, ops []port.Op) error {
+	bytes, items := port.UsageOf(*counter)
+	bytes += port.PutBytes(ops) + q.Extra
+	items += q.Items
+	if (q.MaxBytes > 0 && bytes > q.MaxBytes) || (q.MaxItems > 0 && items > q.MaxItems) {
+		return fmt.Errorf("%s would hold %d bytes and %d items (at most %d and %d): %w",
+			counter.Key, bytes, items, q.MaxBytes, q.MaxItems, port.ErrQuotaExceeded)
+	}
+	counter.Attrs[port.UsageBytesAttr] = strconv.FormatInt(bytes, 10)
+	counter.Attrs[port.UsageItemsAttr] = strconv.FormatInt(items, 10)
+	return nil
 }
 
 // CounterKey validates the counter part of tx and returns the key of the item it allocates from: Counter,
@@ -277,10 +299,13 @@ func CounterKey(tx port.Tx) (*port.Key, error) {
 	default:
 		return nil, nil
 	}
+	if tx.Quota != nil && tx.Seq == nil {
+		return nil, fmt.Errorf("%w: a quota without a sequence", ErrInvalidTx)
+	}
 	if err := ValidateKey(*k); err != nil {
 		return nil, fmt.Errorf("counter: %w: %w", ErrInvalidTx, err)
 	}
-	if tx.Count == 0 {
+	if tx.Count == 0 && tx.Quota == nil {
 		return nil, fmt.Errorf("%w: counter with Count 0", ErrInvalidTx)
 	}
 	return k, nil
