@@ -191,7 +191,11 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 		c := s.cursorAt(fs, cpPos)
 		cpOut = &c
 	}
-	return &onceTx{resourceID: consumer, seqSpace: space, count: emits, build: func(first uint64) ([]port.Op, any, []port.Published) {
+	var usage *port.Quota
+	if emits > 0 {
+		usage = &port.Quota{} // receipts count in the space's stored bytes; an ack is never refused (quota.go)
+	}
+	return &onceTx{resourceID: consumer, seqSpace: space, count: emits, quota: usage, build: func(first uint64) ([]port.Op, any, []port.Published) {
 		out := append([]port.Op(nil), ops...)
 		res := AckResult{Receipts: []AckReceipt{}, CheckpointCursor: cpOut}
 		var pub []port.Published

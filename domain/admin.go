@@ -30,6 +30,10 @@ type SpaceResult struct {
 	CreatedAt          time.Time `json:"created_at"`
 	// RateLimits are the per-credential rate limits in force (the owner's, or the defaults).
 	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+	// Quotas are the capacity quotas in force (the owner's, or the defaults); Usage what the space uses of
+	// them (active spaces).
+	Quotas *Quotas     `json:"quotas,omitempty"`
+	Usage  *QuotaUsage `json:"usage,omitempty"`
 	// State is active, deleting or deleted (DeleteSpace).
 	State string `json:"state,omitempty"`
 	// Deletion describes the deletion of a deleting or deleted space: when, how far, what was removed.
@@ -47,12 +51,26 @@ func spaceResult(sp Space) SpaceResult {
 	return res
 }
 
-// spaceResult describes a space with the rate limits in force.
+// spaceResult describes a space with the rate limits and quotas in force.
 func (s *Service) spaceResult(sp Space) SpaceResult {
 	res := spaceResult(sp)
 	l := s.effectiveRateLimits(sp)
-	res.RateLimits = &l
+	q := s.effectiveQuotas(sp)
+	res.RateLimits, res.Quotas = &l, &q
 	return res
+}
+
+// spaceResultWithUsage is spaceResult with the usage of an active space read from the store.
+func (s *Service) spaceResultWithUsage(ctx context.Context, sp Space) (SpaceResult, error) {
+	res := s.spaceResult(sp)
+	if sp.state() == SpaceActive {
+		u, err := s.usage(ctx, sp.SpaceID)
+		if err != nil {
+			return SpaceResult{}, err
+		}
+		res.Usage = &u
+	}
+	return res, nil
 }
 
 // fingerprintOf fingerprints a request of an operation; a value JCS cannot represent (invalid UTF-8, a
@@ -124,7 +142,7 @@ func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, er
 	if !found {
 		return SpaceResult{}, Errorf(CodeNotFound, "no such space")
 	}
-	return s.spaceResult(sp), nil
+	return s.spaceResultWithUsage(ctx, sp)
 }
 
 // spaceRecord reads a space record in any state from the store and refreshes the cache with it.

@@ -189,6 +189,12 @@ func (s *Service) PrepareBlob(ctx context.Context, p *Principal, req BlobPrepare
 	raw, _, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpBlobPrepare, req.RequestID), operation: OpBlobPrepare, requestID: req.RequestID, fingerprint: fp,
 		prepare: func(ctx context.Context) (*onceTx, error) {
+			// A blob that cannot fit is refused now; blob.commit, which counts it, checks again.
+			if q, err := s.spaceQuotas(ctx, p.SpaceID); err != nil {
+				return nil, err
+			} else if err := s.precheckQuota(ctx, p.SpaceID, q, 0, req.SizeBytes); err != nil {
+				return nil, err
+			}
 			now := s.clock.Now().UTC()
 			b := blobRecord{BlobID: s.ids.NewID("blob"), UploadID: s.ids.NewID("upl"), OwnerID: p.ActorID, ContentType: req.ContentType,
 				Filename: req.Filename, SizeBytes: req.SizeBytes, SHA256: req.SHA256, State: BlobPending, CreatedAt: now,
@@ -379,16 +385,22 @@ func (s *Service) CommitBlob(ctx context.Context, p *Principal, req BlobCommitRe
 			if info.Size != b.SizeBytes || info.SHA256 != b.SHA256 {
 				return nil, Errorf(CodeInvalidBlob, "the stored object does not match the prepared size and sha256")
 			}
+			quotas, err := s.spaceQuotas(ctx, p.SpaceID)
+			if err != nil {
+				return nil, err
+			}
 			now := s.clock.Now().UTC()
 			sealed := b
 			sealed.State, sealed.SealedAt = BlobSealed, &now
-			return &onceTx{resourceID: b.BlobID, build: func(uint64) ([]port.Op, any, []port.Published) {
-				return []port.Op{
-					genCheck(p),
-					port.Put(item(keyBlob(p.SpaceID, b.BlobID), sealed, attrState, string(BlobSealed)), port.AttrEquals(attrState, string(BlobPending))),
-					port.Delete(keyUploadExpiry(b.ExpiresAt, p.SpaceID, b.UploadID), port.Cond{}),
-				}, sealed.info(), nil
-			}}, nil
+			// Sealing counts the blob's bytes (and its record) in the space's usage, under its quota.
+			return &onceTx{resourceID: b.BlobID, seqSpace: p.SpaceID, quota: quotas.quota(0, b.SizeBytes), quotas: quotas,
+				build: func(uint64) ([]port.Op, any, []port.Published) {
+					return []port.Op{
+						genCheck(p),
+						port.Put(item(keyBlob(p.SpaceID, b.BlobID), sealed, attrState, string(BlobSealed)), port.AttrEquals(attrState, string(BlobPending))),
+						port.Delete(keyUploadExpiry(b.ExpiresAt, p.SpaceID, b.UploadID), port.Cond{}),
+					}, sealed.info(), nil
+				}}, nil
 		},
 	})
 	return decodeResult[BlobInfo](raw, err)

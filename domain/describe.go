@@ -38,6 +38,8 @@ func (s *Service) Describe(ctx context.Context, p *Principal) (DescribeResult, e
 		DefaultRecipientID: sp.DefaultRecipientID, AllowedRecipientIDs: allowed, Scopes: slices.Clone(p.Scopes),
 		Limits: s.limits, Capabilities: s.caps,
 		RateLimits: PublishedRateLimits{RateLimits: s.effectiveRateLimits(sp), AppliesTo: "credential"}}
+	q := s.effectiveQuotas(sp)
+	res.Limits.SpaceMaxStoredBytes, res.Limits.SpaceMaxItems = q.MaxStoredBytes, q.MaxItems
 	if p.ConsumerID != "" {
 		c := p.ConsumerID
 		res.ConsumerID = &c

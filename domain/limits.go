@@ -33,6 +33,10 @@ type Limits struct {
 	// FeedWaitWaitersMax is how many feed.wait requests one space may hold at once on the process that
 	// serves them (the live feed multiplexes them over one channel subscription per space).
 	FeedWaitWaitersMax int `json:"feed_wait_waiters_max"`
+	// SpaceMaxStoredBytes and SpaceMaxItems are the capacity quotas of the caller's space (quota.go): the
+	// owner's, or the deployment's defaults.
+	SpaceMaxStoredBytes int64 `json:"space_max_stored_bytes"`
+	SpaceMaxItems       int64 `json:"space_max_items"`
 }
 
 // DefaultFeedWaitWaitersMax is the default bound on concurrent feed.wait requests of one space.
@@ -72,6 +76,8 @@ func DefaultLimits() Limits {
 		VisibleSeqMax:            MaxSafeInteger,
 		FeedWaitMaxMS:            60000,
 		FeedWaitWaitersMax:       DefaultFeedWaitWaitersMax,
+		SpaceMaxStoredBytes:      DefaultSpaceMaxStoredBytes,
+		SpaceMaxItems:            DefaultSpaceMaxItems,
 	}
 }
 

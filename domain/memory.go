@@ -488,6 +488,13 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 	stateKey := memoryStateKey(p.SpaceID, coll.CollectionID, next, fp[:16])
 	raw := encode(st)
 	sum := sha256.Sum256(raw)
+	quotas, err := s.spaceQuotas(ctx, p.SpaceID)
+	if err != nil {
+		return MemoryPublishResult{}, false, err
+	}
+	if err := s.precheckQuota(ctx, p.SpaceID, quotas, 1, int64(len(raw))); err != nil {
+		return MemoryPublishResult{}, false, err
+	}
 	if _, err := s.blobs.Put(ctx, stateKey, int64(len(raw)), hex.EncodeToString(sum[:]), bytes.NewReader(raw)); err != nil && !errors.Is(err, port.ErrBlobExists) {
 		return MemoryPublishResult{}, false, fmt.Errorf("memory.publish: writing state: %w", err)
 	}
@@ -496,7 +503,7 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 	}
 	var res MemoryPublishResult
 	var pub port.Published
-	_, err = s.store.Commit(ctx, port.Tx{Seq: sequence(p.SpaceID), Count: 1, Max: uint64(s.limits.VisibleSeqMax), Build: func(seq uint64) ([]port.Op, error) {
+	_, err = s.store.Commit(ctx, port.Tx{Seq: sequence(p.SpaceID), Count: 1, Max: uint64(s.limits.VisibleSeqMax), Quota: quotas.quota(1, int64(len(raw))), Build: func(seq uint64) ([]port.Op, error) {
 		vs := strconv.FormatUint(seq, 10)
 		res = MemoryPublishResult{CollectionID: coll.CollectionID, Revision: next, Changed: true, SubmissionState: StateCommitted,
 			Upserted: upserted, Deleted: deleted, CommittedAt: now, VisibleSeq: &vs}
@@ -537,6 +544,13 @@ func (s *Service) publishOutcome(ctx context.Context, p *Principal, key port.Key
 	}
 	if errors.Is(err, port.ErrCounterExhausted) {
 		return MemoryPublishResult{}, false, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+	}
+	if errors.Is(err, port.ErrQuotaExceeded) {
+		q, qerr := s.spaceQuotas(ctx, p.SpaceID)
+		if qerr != nil {
+			return MemoryPublishResult{}, false, qerr
+		}
+		return MemoryPublishResult{}, false, s.quotaError(ctx, p.SpaceID, q, err)
 	}
 	idx, ok := port.FailedOp(err)
 	if !ok {

@@ -23,9 +23,12 @@ type onceSpec struct {
 
 type onceTx struct {
 	resourceID string
-	seqSpace   string // space whose sequence to allocate from, when count > 0
+	seqSpace   string // space whose sequence to allocate from, when count > 0 or quota is set
 	count      uint64
-	build      func(first uint64) (ops []port.Op, result any, published []port.Published)
+	// quota, when set, adds the transaction's usage to seqSpace's counter under quotas (quota.go).
+	quota  *port.Quota
+	quotas Quotas
+	build  func(first uint64) (ops []port.Op, result any, published []port.Published)
 	// committed, when set, runs once this transaction committed (not when an earlier result is replayed):
 	// it hands back what only the committing call may see, such as a token secret.
 	committed func()
@@ -76,8 +79,8 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 				ResourceID: otx.resourceID, State: StateCommitted, ReservedAt: now, Result: result}
 			return append([]port.Op{port.Put(item(spec.key, sub, attrState, string(StateCommitted)), port.NotExists())}, ops...), nil
 		}}
-		if otx.count > 0 {
-			tx.Seq, tx.Count, tx.Max = sequence(otx.seqSpace), otx.count, uint64(s.limits.VisibleSeqMax)
+		if otx.count > 0 || otx.quota != nil {
+			tx.Seq, tx.Count, tx.Max, tx.Quota = sequence(otx.seqSpace), otx.count, uint64(s.limits.VisibleSeqMax), otx.quota
 		}
 		_, err = s.store.Commit(ctx, tx)
 		if err == nil {
@@ -88,6 +91,9 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 		}
 		if errors.Is(err, port.ErrCounterExhausted) {
 			return nil, nil, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+		}
+		if qerr := s.quotaError(ctx, otx.seqSpace, otx.quotas, err); qerr != nil {
+			return nil, nil, qerr
 		}
 		if _, ok := port.FailedOp(err); ok {
 			continue // a concurrent write won; re-read and decide again

@@ -176,10 +176,12 @@ func rateLimited(l RateLimits, wait time.Duration) error {
 type UpdateSpaceRequest struct {
 	RequestID  string      `json:"request_id,omitempty"`
 	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+	// Quotas are the space's capacity quotas (quota.go); lowering them below the usage refuses new writes.
+	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
-// UpdateSpace changes a space's settings (control plane): its per-credential rate limits. The change
-// applies at once in this process and within rateSpaceTTL elsewhere.
+// UpdateSpace changes a space's settings (control plane): its per-credential rate limits and its capacity
+// quotas. A change applies at once in this process and within rateSpaceTTL (the space cache) elsewhere.
 func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpaceRequest) (SpaceResult, error) {
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
@@ -188,6 +190,11 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 	}
 	if req.RateLimits != nil {
 		if err := req.RateLimits.check(); err != nil {
+			return SpaceResult{}, err
+		}
+	}
+	if req.Quotas != nil {
+		if err := req.Quotas.check(); err != nil {
 			return SpaceResult{}, err
 		}
 	}
@@ -207,6 +214,10 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 			l := *req.RateLimits
 			sp.RateLimits = &l
 		}
+		if req.Quotas != nil {
+			q := *req.Quotas
+			sp.Quotas = &q
+		}
 		out = sp
 		if sp.state() != SpaceActive {
 			return nil, Errorf(CodeNotFound, "no such space")
@@ -218,5 +229,5 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 	}
 	s.auth.putSpace(out, s.clock.Now())
 	s.rates.remember(spaceID, s.effectiveRateLimits(out), s.clock.Now())
-	return s.spaceResult(out), nil
+	return s.spaceResultWithUsage(ctx, out)
 }

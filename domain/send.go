@@ -240,6 +240,10 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 			}
 			return res, err
 		}
+		// A body that cannot fit is refused before anything is written (the commit checks again).
+		if err := s.precheckSend(ctx, p.SpaceID, n); err != nil {
+			return SendResult{}, err
+		}
 		// The reservation pins the authorization generation too: a revoked credential (a deleted space)
 		// reserves nothing, so no body is written under it.
 		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
@@ -301,6 +305,16 @@ func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normali
 	return fixed, nil
 }
 
+// precheckSend refuses a send whose body object cannot fit in its space's quotas (precheckQuota).
+func (s *Service) precheckSend(ctx context.Context, space string, n normalizedSend) error {
+	q, err := s.spaceQuotas(ctx, space)
+	if err != nil {
+		return err
+	}
+	body, _ := bodyObject(n)
+	return s.precheckQuota(ctx, space, q, 1, int64(len(body)))
+}
+
 // bodyObject is the immutable body object of the blob path and its SHA-256.
 func bodyObject(n normalizedSend) ([]byte, string) {
 	body := encode(n.Body)
@@ -356,6 +370,14 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 	}
 	joins := n.InReplyTo != nil || n.ThreadID != nil // the message joins a thread it did not start
 	bodyRaw, bodySum := bodyObject(n)                // verify checks the body against this digest (inline or object)
+	quotas, err := s.spaceQuotas(ctx, p.SpaceID)
+	if err != nil {
+		return SendResult{}, false, err
+	}
+	var extra int64 // the body object, stored outside the item store
+	if !inline {
+		extra = int64(len(bodyRaw))
+	}
 	for attempt := 0; attempt < s.retries; attempt++ {
 		// Attachments are re-checked under the authorization this attempt commits with (the commit pins its
 		// generation): a blob.reference grant revoked since the preconditions must not publish (RFC §7.2).
@@ -376,6 +398,7 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		var result SendResult
 		var published port.Published
 		_, err := s.store.Commit(ctx, port.Tx{Seq: sequence(p.SpaceID), Count: 1, Max: uint64(s.limits.VisibleSeqMax),
+			Quota: quotas.quota(1, extra),
 			Build: func(seq uint64) ([]port.Op, error) {
 				vs := strconv.FormatUint(seq, 10)
 				result = SendResult{SubmissionState: StateCommitted, ResourceID: msgID, MessageID: msgID, ThreadID: fixed.ThreadID, CommittedAt: now, VisibleSeq: vs}
@@ -424,6 +447,9 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 		}
 		if errors.Is(err, port.ErrCounterExhausted) {
 			return SendResult{}, false, Errorf(CodeResourceLimit, "the space reached visible_seq_max")
+		}
+		if qerr := s.quotaError(ctx, p.SpaceID, quotas, err); qerr != nil {
+			return SendResult{}, false, qerr
 		}
 		idx, ok := port.FailedOp(err)
 		if !ok {

@@ -46,6 +46,8 @@ type Config struct {
 	// RateLimits are the per-credential rate limits of spaces whose owner set none (Service.Admit); nil
 	// means DefaultRateLimits.
 	RateLimits *RateLimits
+	// Quotas are the capacity limits of spaces whose owner set none; nil means DefaultQuotas.
+	Quotas *Quotas
 	// DeletionStarted, when set, is called after DeleteSpace started a deletion, so that the process's
 	// deletion worker (ContinueDeletions) can begin at once.
 	DeletionStarted func()
@@ -76,6 +78,7 @@ type Service struct {
 	rates         *rateLimiter
 	expires       bool // the store deletes items past port.AttrExpires by itself
 	deletionKick  func()
+	quotas        Quotas
 }
 
 // New returns a Service over the given ports.
@@ -93,6 +96,13 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
 	s.deletionKick = cfg.DeletionStarted
+	s.quotas = DefaultQuotas()
+	if cfg.Quotas != nil {
+		if err := cfg.Quotas.check(); err != nil {
+			return nil, fmt.Errorf("domain: default quotas: %w", err)
+		}
+		s.quotas = *cfg.Quotas
+	}
 	s.waitsPerSpace = cfg.WaitsPerSpace
 	defRates := DefaultRateLimits()
 	if cfg.RateLimits != nil {
@@ -112,6 +122,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Limits != nil {
 		s.limits = *cfg.Limits
 	}
+	s.limits.SpaceMaxStoredBytes, s.limits.SpaceMaxItems = s.quotas.MaxStoredBytes, s.quotas.MaxItems
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -115,6 +115,9 @@ type SpaceStats struct {
 	Consumers              []ConsumerStats        `json:"consumers"`
 	Memory                 MemoryStats            `json:"memory"`
 	Webhooks               WebhookStats           `json:"webhooks"`
+	// Quotas are the space's capacity quotas in force, Usage what it uses of them (quota.go).
+	Quotas Quotas     `json:"quotas"`
+	Usage  QuotaUsage `json:"usage"`
 }
 
 // errScanBudget stops a stats scan that read StatsOptions.MaxScan records.
@@ -158,6 +161,10 @@ func (s *Service) GetStats(ctx context.Context, spaceID string, opts StatsOption
 		return SpaceStats{}, err
 	}
 	st.VisibleHead = strconv.FormatUint(head, 10)
+	st.Quotas = s.effectiveQuotas(sp)
+	if st.Usage, err = s.usage(ctx, spaceID); err != nil {
+		return SpaceStats{}, err
+	}
 	sc := &statsScan{s: s, left: opts.MaxScan}
 	for _, part := range []func(context.Context, *statsScan, *SpaceStats) error{
 		s.statsSubmissions, s.statsBlobs, s.statsMemory, s.statsWebhooks, s.statsConsumers,

@@ -134,6 +134,8 @@ type Space struct {
 	CreatedAt          time.Time `json:"created_at"`
 	// RateLimits are the owner's per-credential rate limits; nil means the deployment's defaults.
 	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+	// Quotas are the owner's capacity limits; nil means the deployment's defaults (quota.go).
+	Quotas *Quotas `json:"quotas,omitempty"`
 	// State is "" (active), SpaceDeleting or SpaceDeleted; Deletion describes a deletion (spacedelete.go).
 	State    string         `json:"state,omitempty"`
 	Deletion *SpaceDeletion `json:"deletion,omitempty"`

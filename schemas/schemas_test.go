@@ -376,7 +376,8 @@ func TestDescribeLimitsAndCodes(t *testing.T) {
 		"upload_ttl_seconds", "inbox_page_default", "inbox_page_max", "ack_items_max", "memory_inline_changes_max",
 		"memory_manifest_changes_max", "collection_entries_max", "memory_item_metadata_bytes", "memory_path_bytes",
 		"memory_read_page_default", "memory_read_page_max", "subscriptions_per_consumer", "event_max_bytes",
-		"subscription_ttl_default", "subscription_ttl_max", "revision_max", "visible_seq_max", "feed_wait_max_ms"}
+		"subscription_ttl_default", "subscription_ttl_max", "revision_max", "visible_seq_max", "feed_wait_max_ms",
+		"space_max_stored_bytes", "space_max_items"}
 	if !slices.Equal(d.Properties.Limits.Required, limits) {
 		t.Errorf("limits = %v", d.Properties.Limits.Required)
 	}

@@ -178,6 +178,12 @@ func spaceFields(sp domain.SpaceResult) []string {
 	if sp.RateLimits != nil {
 		kv = append(kv, "rate_limits", fmt.Sprintf("%d requests/s per credential, burst %d", sp.RateLimits.RequestsPerSecond, sp.RateLimits.Burst))
 	}
+	if sp.Quotas != nil {
+		kv = append(kv, "quotas", fmt.Sprintf("%d bytes stored, %d items", sp.Quotas.MaxStoredBytes, sp.Quotas.MaxItems))
+	}
+	if sp.Usage != nil {
+		kv = append(kv, "usage", fmt.Sprintf("%d bytes stored, %d items", sp.Usage.StoredBytes, sp.Usage.Items))
+	}
 	return kv
 }
 
@@ -211,28 +217,68 @@ func adminSpaceCmd(c *conn) *cobra.Command {
 		},
 	})
 	var limits domain.RateLimits
+	var quotas domain.Quotas
 	update := adminSub(c, &cobra.Command{
 		Use:   "update SPACE_ID",
-		Short: "Change a space's per-credential rate limits",
-		Long: `Change a space's settings. --rate and --burst set the request rate limit of each of its credentials
-(tokens): a token bucket refilled at --rate requests per second that holds at most --burst requests. A
-request over it gets 429 RATE_LIMITED with Retry-After. 'waypost admin space get' and describe show the
-limits in force (the defaults until the owner sets them).`,
-		Example: `  waypost admin space update sp_0123456789abcdefghjk --rate 20 --burst 60`,
-		Args:    exactArgs(1, "SPACE_ID"),
+		Short: "Change a space's per-credential rate limits or its capacity quotas",
+		Long: `Change a space's settings.
+
+--rate and --burst set the request rate limit of each of its credentials (tokens): a token bucket
+refilled at --rate requests per second that holds at most --burst requests. A request over it gets 429
+RATE_LIMITED with Retry-After.
+
+--max-bytes and --max-items set its capacity quotas: the bytes it may store (metadata records and
+blob-store objects: message bodies, blobs, memory states) and the items it may publish (messages and
+memory revisions). A send, memory publish or blob seal that would pass one is refused with 422
+RESOURCE_LIMIT and publishes nothing; acknowledgements are never refused. One of the two alone keeps the
+other as it is. Lowering a quota below the usage refuses new writes until it is raised again.
+
+'waypost admin space get' shows the settings in force (the defaults until the owner sets them) and the
+usage; describe publishes them to the space's agents.`,
+		Example: `  waypost admin space update sp_0123456789abcdefghjk --rate 20 --burst 60
+  waypost admin space update sp_0123456789abcdefghjk --max-bytes 1073741824 --max-items 100000`,
+		Args: exactArgs(1, "SPACE_ID"),
 	}, adminOp[domain.SpaceResult]{
 		flags: func(cmd *cobra.Command) {
 			cmd.Flags().IntVar(&limits.RequestsPerSecond, "rate", 0, "requests per second each credential may make (1…100000)")
 			cmd.Flags().IntVar(&limits.Burst, "burst", 0, "requests a credential may make at once (1…1000000)")
+			cmd.Flags().Int64Var(&quotas.MaxStoredBytes, "max-bytes", 0, "bytes the space may store: metadata and blobs")
+			cmd.Flags().Int64Var(&quotas.MaxItems, "max-items", 0, "items the space may publish: messages and memory revisions")
 		},
 		check: func(cmd *cobra.Command) error {
-			if !cmd.Flags().Changed("rate") || !cmd.Flags().Changed("burst") {
-				return usagef("nothing to change: pass --rate and --burst")
+			f := cmd.Flags()
+			rate := f.Changed("rate") || f.Changed("burst")
+			if rate && (!f.Changed("rate") || !f.Changed("burst")) {
+				return usagef("--rate and --burst go together")
+			}
+			if !rate && !f.Changed("max-bytes") && !f.Changed("max-items") {
+				return usagef("nothing to change: pass --rate and --burst, or --max-bytes and/or --max-items")
 			}
 			return nil
 		},
 		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.SpaceResult, error) {
-			return ad.UpdateSpace(ctx, in.args[0], domain.UpdateSpaceRequest{RateLimits: &limits})
+			f := in.cmd.Flags()
+			var req domain.UpdateSpaceRequest
+			if f.Changed("rate") {
+				req.RateLimits = &limits
+			}
+			if f.Changed("max-bytes") || f.Changed("max-items") {
+				q := quotas
+				if !f.Changed("max-bytes") || !f.Changed("max-items") { // keep the other one as it is
+					cur, err := ad.GetSpace(ctx, in.args[0])
+					if err != nil {
+						return domain.SpaceResult{}, err
+					}
+					if cur.Quotas != nil && !f.Changed("max-bytes") {
+						q.MaxStoredBytes = cur.Quotas.MaxStoredBytes
+					}
+					if cur.Quotas != nil && !f.Changed("max-items") {
+						q.MaxItems = cur.Quotas.MaxItems
+					}
+				}
+				req.Quotas = &q
+			}
+			return ad.UpdateSpace(ctx, in.args[0], req)
 		},
 		show: func(sp domain.SpaceResult) (string, []string) { return sp.SpaceID, spaceFields(sp) },
 	})

@@ -8,8 +8,9 @@ import (
 	"github.com/waypost/waypost/domain"
 )
 
-// TestCLIAdminStatsAndSpaceDelete: `waypost admin stats` counts a space's stages (text and --json), and
-// `waypost admin space delete` answers "deleting" and stops the space's tokens at once.
+// TestCLIAdminStatsAndSpaceDelete: `waypost admin stats` counts a space's stages (text and --json),
+// `waypost admin space update --max-items/--max-bytes` sets the quotas, and `waypost admin space delete`
+// answers "deleting" and stops the space's tokens at once.
 func TestCLIAdminStatsAndSpaceDelete(t *testing.T) {
 	c := newCLITest(t)
 	f := c.setup()
@@ -34,6 +35,20 @@ func TestCLIAdminStatsAndSpaceDelete(t *testing.T) {
 		}
 	}
 
+	// Quotas: two items used; a limit of two refuses the third send; --max-bytes alone keeps max-items.
+	got := c.ok(append([]string{"admin", "space", "update", f.space, "--max-items", "2"}, adm...)...)
+	if !strings.Contains(got, "quotas:") || !strings.Contains(got, "2 items") || !strings.Contains(got, "usage:") {
+		t.Errorf("space update --max-items:\n%s", got)
+	}
+	if _, _, err := c.run("", "send", "--to", f.b, "--text", "three", "--url", c.url, "--token", f.ta); !client.IsCode(err, domain.CodeResourceLimit) {
+		t.Errorf("a send over the item quota: %v", err)
+	}
+	var upd domain.SpaceResult
+	c.okJSON(&upd, append([]string{"admin", "space", "update", f.space, "--max-bytes", "1000000"}, adm...)...)
+	if upd.Quotas == nil || *upd.Quotas != (domain.Quotas{MaxStoredBytes: 1000000, MaxItems: 2}) || upd.Usage == nil || upd.Usage.Items != 2 {
+		t.Errorf("space update --max-bytes: quotas %+v usage %+v", upd.Quotas, upd.Usage)
+	}
+
 	var sp domain.SpaceResult
 	c.okJSON(&sp, append([]string{"admin", "space", "delete", f.space}, adm...)...)
 	if sp.State != domain.SpaceDeleting || sp.Deletion == nil {
@@ -42,7 +57,7 @@ func TestCLIAdminStatsAndSpaceDelete(t *testing.T) {
 	if _, _, err := c.run("", "inbox", "--consumer", f.cb, "--url", c.url, "--token", f.tb); !client.IsCode(err, domain.CodeUnauthenticated) {
 		t.Errorf("inbox with a token of the deleted space: %v", err)
 	}
-	got := c.ok(append([]string{"admin", "space", "get", f.space}, adm...)...)
+	got = c.ok(append([]string{"admin", "space", "get", f.space}, adm...)...)
 	if !strings.Contains(got, "state:") || !strings.Contains(got, "deleting") || !strings.Contains(got, "deletion_requested_at") {
 		t.Errorf("space get after delete:\n%s", got)
 	}

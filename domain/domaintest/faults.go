@@ -255,7 +255,7 @@ func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op)
 	if json.Unmarshal(ops[0].Item.Data, &sub) != nil {
 		return mxOther, ops
 	}
-	if sub.Operation == domain.OpBlobCommit && ctr == nil && sub.State == domain.StateCommitted {
+	if sub.Operation == domain.OpBlobCommit && tx.Count == 0 && sub.State == domain.StateCommitted { // a seal takes no value
 		return mxSeal, ops
 	}
 	if sub.Operation != domain.OpMessageSend {

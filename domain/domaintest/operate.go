@@ -20,8 +20,8 @@ import (
 )
 
 // RunOperations runs the owner's operations (issue 16) against the adapter nb makes: stage statistics
-// against a scripted scenario, verification of metadata against blobs, and space deletion with
-// interruptions. Every check goes through the service's public operations; the adapter's own tables are
+// against a scripted scenario, verification of metadata against blobs, space deletion with interruptions
+// and concurrent writers, and capacity quotas. Every check goes through the service's public operations; the adapter's own tables are
 // never read.
 func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("Stats_ScriptedScenario", func(t *testing.T) { opStatsScenario(t, nb) })
@@ -30,6 +30,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("DeleteSpace_StopsAccessAndRemovesEverything", func(t *testing.T) { opDeleteSpace(t, nb) })
 	t.Run("DeleteSpace_OutlivesUploadURLs", func(t *testing.T) { opDeleteOutlivesUploadURLs(t, nb) })
 	t.Run("DeleteSpace_UnderConcurrentWrites", func(t *testing.T) { opDeleteUnderWrites(t, nb) })
+	t.Run("Quotas_RefuseWithoutPublishing", func(t *testing.T) { opQuotas(t, nb) })
 }
 
 // opEnv is a fixture whose backend can fail chosen commits and puts and records every key it stored.
@@ -623,4 +624,120 @@ func opDeleteUnderWrites(t *testing.T, nb NewBackend) {
 		t.Errorf("%d writes succeeded after the DELETE answered", n)
 	}
 	e.checkGone(sp, map[port.Key]bool{})
+}
+
+// opQuotas: a send, a memory revision or a blob seal that would pass a space's byte or item quota is
+// refused with RESOURCE_LIMIT, publishes nothing and leaves the usage as it was; the same request succeeds
+// once the owner raised the quota; acks are never refused; describe, GET space and stats show the quotas and
+// the usage.
+func opQuotas(t *testing.T, nb NewBackend) {
+	e := newOpEnv(t, nb)
+	sp := e.Space().SpaceID
+	a, b := e.Party(sp), e.Party(sp)
+	space := func() domain.SpaceResult { return mustDo[domain.SpaceResult](t, "GetSpace")(e.Svc.GetSpace(e.ctx, sp)) }
+	setQuotas := func(bytes, items int64) domain.SpaceResult {
+		return mustDo[domain.SpaceResult](t, "UpdateSpace")(e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{
+			Quotas: &domain.Quotas{MaxStoredBytes: bytes, MaxItems: items}}))
+	}
+	if got := space(); got.Quotas == nil || *got.Quotas != domain.DefaultQuotas() || got.Usage == nil || *got.Usage != (domain.QuotaUsage{}) {
+		t.Fatalf("a new space: quotas %+v usage %+v, want the defaults and nothing used", got.Quotas, got.Usage)
+	}
+	e.Send(a.P, "first message", b.ActorID)
+	u1 := *space().Usage
+	if u1.Items != 1 || u1.StoredBytes < 200 {
+		t.Fatalf("usage after one send: %+v", u1)
+	}
+	// Room for half a message more: the next one is refused.
+	res := setQuotas(u1.StoredBytes+u1.StoredBytes/2, 100)
+	if res.Quotas.MaxStoredBytes != u1.StoredBytes+u1.StoredBytes/2 || *res.Usage != u1 {
+		t.Fatalf("PATCH quotas answered %+v %+v", res.Quotas, res.Usage)
+	}
+	p := mustDo[*domain.Principal](t, "Authenticate")(e.Svc.Authenticate(e.ctx, a.Token))
+	if d := mustDo[domain.DescribeResult](t, "Describe")(e.Svc.Describe(e.ctx, p)); d.Limits.SpaceMaxStoredBytes != res.Quotas.MaxStoredBytes || d.Limits.SpaceMaxItems != 100 {
+		t.Errorf("describe publishes space_max_stored_bytes %d, space_max_items %d", d.Limits.SpaceMaxStoredBytes, d.Limits.SpaceMaxItems)
+	}
+	req := domain.SendRequest{RequestID: "over", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "second message"}}
+	_, err := e.Svc.SendMessage(e.ctx, p, req)
+	WantCode(t, "a send over the byte quota", err, domain.CodeResourceLimit)
+	if d := domain.AsError(err).Details; d["reason"] != "quota" || d["stored_bytes"] != u1.StoredBytes {
+		t.Errorf("refusal details %v", d)
+	}
+	if u := *space().Usage; u != u1 {
+		t.Errorf("usage after a refusal %+v, want %+v", u, u1)
+	}
+	if items, _ := e.ReadAll(b.P, b.ConsumerID, nil, 50); len(items) != 1 {
+		t.Errorf("b's feed has %d items after a refused send, want 1", len(items))
+	}
+	// A body (in the blob store) larger than the room left is refused before it is written.
+	objects := len(e.rec.Objects())
+	_, err = e.Svc.SendMessage(e.ctx, p, domain.SendRequest{RequestID: "over-large", RecipientIDs: []string{b.ActorID},
+		Body: &domain.MessageBody{Text: strings.Repeat("large body ", int(u1.StoredBytes))}})
+	WantCode(t, "a large send over the byte quota", err, domain.CodeResourceLimit)
+	if len(e.rec.Objects()) != objects {
+		t.Errorf("a refused send stored its body")
+	}
+	// Raised, the same request succeeds (nothing was reserved).
+	setQuotas(domain.DefaultSpaceMaxStoredBytes, 100)
+	mustDo[domain.SendResult](t, "send after raising the quota")(e.Svc.SendMessage(e.ctx, p, req))
+	u2 := *space().Usage
+	if u2.Items != 2 || u2.StoredBytes <= u1.StoredBytes {
+		t.Fatalf("usage after the second send %+v", u2)
+	}
+
+	// Items: at the limit, sends and memory revisions are refused.
+	coll := e.collection(sp, a.ActorID)
+	att := e.blob(a.P, "kept", true, true)
+	u3 := *space().Usage
+	setQuotas(domain.DefaultSpaceMaxStoredBytes, u3.Items)
+	_, err = e.Svc.SendMessage(e.ctx, p, domain.SendRequest{RequestID: "items", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "x"}})
+	WantCode(t, "a send over the item quota", err, domain.CodeResourceLimit)
+	_, err = e.publish(p, coll, 0, domain.MemoryItemInput{ItemID: "i", BlobID: att, Path: "i"})
+	WantCode(t, "a memory revision over the item quota", err, domain.CodeResourceLimit)
+	if u := *space().Usage; u != u3 {
+		t.Errorf("usage after refusals %+v, want %+v", u, u3)
+	}
+	// Acks are never refused, and count their receipts' bytes.
+	page := e.Read(b.P, b.ConsumerID, nil, 10)
+	mustDo[domain.AckResult](t, "Ack over the quota")(e.Svc.Ack(e.ctx, b.P, domain.AckRequest{RequestID: e.RID("ack"), ConsumerID: b.ConsumerID,
+		Items: []domain.AckEntry{{ItemID: page.Items[0].ItemID, Stage: domain.StageProcessed}}}))
+	u4 := *space().Usage
+	if u4.Items != u3.Items || u4.StoredBytes <= u3.StoredBytes {
+		t.Errorf("usage after an ack %+v (before %+v)", u4, u3)
+	}
+
+	// Blobs: a blob that cannot fit is refused at prepare; one prepared before the quota was lowered is
+	// refused at seal, and stays unsealed.
+	setQuotas(u4.StoredBytes+10, 100)
+	text := strings.Repeat("b", 64)
+	sum := sha256.Sum256([]byte(text))
+	_, err = e.Svc.PrepareBlob(e.ctx, p, domain.BlobPrepareRequest{RequestID: "big", ContentType: "text/plain", SizeBytes: 64, SHA256: hex.EncodeToString(sum[:])})
+	WantCode(t, "a blob over the byte quota", err, domain.CodeResourceLimit)
+	setQuotas(domain.DefaultSpaceMaxStoredBytes, 100)
+	prep := mustDo[domain.BlobPrepareResult](t, "PrepareBlob")(e.Svc.PrepareBlob(e.ctx, p, domain.BlobPrepareRequest{RequestID: "fits",
+		ContentType: "text/plain", SizeBytes: 64, SHA256: hex.EncodeToString(sum[:])}))
+	mustDo[domain.UploadResult](t, "Upload")(e.Svc.Upload(e.ctx, p, prep.UploadID, "text/plain", 64, strings.NewReader(text)))
+	setQuotas(u4.StoredBytes+10, 100)
+	_, err = e.Svc.CommitBlob(e.ctx, p, domain.BlobCommitRequest{RequestID: "seal", UploadID: prep.UploadID})
+	WantCode(t, "a seal over the byte quota", err, domain.CodeResourceLimit)
+	if info := mustDo[domain.BlobInfo](t, "GetBlob")(e.Svc.GetBlob(e.ctx, p, prep.BlobID)); info.State != domain.BlobPending {
+		t.Errorf("a refused seal left the blob %s", info.State)
+	}
+	if u := *space().Usage; u != u4 {
+		t.Errorf("usage after a refused seal %+v, want %+v", u, u4)
+	}
+	setQuotas(domain.DefaultSpaceMaxStoredBytes, 100)
+	mustDo[domain.BlobInfo](t, "CommitBlob")(e.Svc.CommitBlob(e.ctx, p, domain.BlobCommitRequest{RequestID: "seal", UploadID: prep.UploadID}))
+	u5 := *space().Usage
+	if u5.StoredBytes < u4.StoredBytes+64 || u5.Items != u4.Items {
+		t.Errorf("usage after a seal %+v (before %+v)", u5, u4)
+	}
+	st := mustDo[domain.SpaceStats](t, "GetStats")(e.Svc.GetStats(e.ctx, sp, domain.StatsOptions{}))
+	if st.Usage != u5 || st.Quotas.MaxItems != 100 {
+		t.Errorf("stats usage %+v quotas %+v, want %+v", st.Usage, st.Quotas, u5)
+	}
+	// Bad quotas.
+	for _, q := range []domain.Quotas{{MaxStoredBytes: 0, MaxItems: 1}, {MaxStoredBytes: 1, MaxItems: -1}, {MaxStoredBytes: 1 << 51, MaxItems: 1}} {
+		_, err := e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{Quotas: &q})
+		WantCode(t, fmt.Sprintf("quotas %+v", q), err, domain.CodeInvalidRequest)
+	}
 }
