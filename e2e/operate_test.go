@@ -243,13 +243,13 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		return n
 	}
-	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/messages", "outcome": "ok"}); n != 5 {
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "message.send", "outcome": "ok"}); n != 5 {
 		t.Errorf("message sends observed: %d, want 5", n)
 	}
-	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/messages", "outcome": "UNAUTHENTICATED"}); n != 1 {
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "message.send", "outcome": "UNAUTHENTICATED"}); n != 1 {
 		t.Errorf("refused sends observed: %d, want 1", n)
 	}
-	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "POST /v0/inbox/read"}); n == 0 {
+	if n := count("waypost_request_duration_seconds", map[string]string{"operation": "inbox.read"}); n == 0 {
 		t.Errorf("no inbox read observed")
 	}
 	if n := count("waypost_store_commit_duration_seconds", map[string]string{"outcome": "ok"}); n < 5 {
