@@ -25,6 +25,8 @@ type step struct {
 	Args        json.RawMessage `json:"args"`
 	Expect      string          `json:"expect"`
 	RevokeToken bool            `json:"revoke_token"`
+	// FillSpace lowers the space's item quota to what it holds, so the next publish is refused.
+	FillSpace bool `json:"fill_space"`
 }
 
 var scenarioBlock = regexp.MustCompile("(?s)```scenario\n(.*?)```")
@@ -97,6 +99,17 @@ func runScenario(t *testing.T, steps []step) {
 	vars := map[string]string{"B": b.ActorID, "CONSUMER": con.ConsumerID, "COLLECTION": coll.CollectionID}
 	var prev json.RawMessage
 	for i, st := range steps {
+		if st.FillSpace {
+			cur, err := svc.GetSpace(ctx, sp.SpaceID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.UpdateSpace(ctx, sp.SpaceID, domain.UpdateSpaceRequest{Quotas: &domain.Quotas{
+				MaxStoredBytes: domain.DefaultSpaceMaxStoredBytes, MaxItems: cur.Usage.Items}}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if st.RevokeToken {
 			if _, err := svc.RevokeToken(ctx, sp.SpaceID, tok.TokenID); err != nil {
 				t.Fatal(err)
