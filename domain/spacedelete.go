@@ -610,11 +610,7 @@ func (d *spaceDeleter) runPhase(ctx context.Context, phase string) error {
 			return err
 		}
 		if err := s.eachItem(ctx, port.Query{PK: pkSubscriptions(space)}, func(it port.Item) error {
-			kind := ""
-			if strings.HasPrefix(it.SK, "S#") {
-				kind = "subscriptions"
-			}
-			return d.del(ctx, it.Key, kind)
+			return d.del(ctx, it.Key, kindIf(it.SK, "S#", "subscriptions"))
 		}); err != nil {
 			return err
 		}
@@ -630,15 +626,10 @@ func (d *spaceDeleter) runPhase(ctx context.Context, phase string) error {
 			return err
 		}
 		if err := d.eachSpaceItem(ctx, "", func(it port.Item) error {
-			switch it.SK {
-			case "META", keySpaceDeleting(space).SK:
+			if it.SK == "META" || it.SK == keySpaceDeleting(space).SK {
 				return nil
 			}
-			kind := ""
-			if strings.HasPrefix(it.SK, "GRT#") {
-				kind = "grants"
-			}
-			return d.del(ctx, it.Key, kind)
+			return d.del(ctx, it.Key, kindIf(it.SK, "GRT#", "grants"))
 		}); err != nil {
 			return err
 		}
@@ -654,6 +645,14 @@ func (d *spaceDeleter) runPhase(ctx context.Context, phase string) error {
 		}
 	}
 	return fmt.Errorf("unknown deletion phase %q", phase)
+}
+
+// kindIf is kind when sk starts with prefix (the record is a resource of that kind), else "".
+func kindIf(sk, prefix, kind string) string {
+	if strings.HasPrefix(sk, prefix) {
+		return kind
+	}
+	return ""
 }
 
 // eachSpaceItem visits the items of the space's own partition whose sort key starts with prefix.

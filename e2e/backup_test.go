@@ -18,20 +18,6 @@ import (
 	"time"
 )
 
-// startServerOn starts a server on an existing data directory (a restored backup).
-func startServerOn(t testing.TB, dir string, args ...string) *server {
-	t.Helper()
-	s := &server{t: t, data: dir, logs: &bytes.Buffer{}, http: newHTTPClient(), args: args}
-	s.start()
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("restored server output (tail):\n%s", s.tail(4000))
-		}
-	})
-	return s
-}
-
 // waypost runs the CLI with the admin secret and returns its output and error.
 func waypost(args ...string) (stdout, stderr string, err error) {
 	cmd := exec.Command(binPath, args...)

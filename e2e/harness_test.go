@@ -101,7 +101,14 @@ type server struct {
 // (SIGTERM) when the test ends.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, data: t.TempDir(), logs: &bytes.Buffer{}, http: newHTTPClient(), args: args}
+	return startServerOn(t, t.TempDir(), args...)
+}
+
+// startServerOn starts a server on the data directory dir (a fresh one, or an existing one such as a
+// restored backup), with extra `waypost serve` flags; it is stopped (SIGTERM) when the test ends.
+func startServerOn(t testing.TB, dir string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, data: dir, logs: &bytes.Buffer{}, http: newHTTPClient(), args: args}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
