@@ -479,6 +479,91 @@ func TestAWSFunctions(t *testing.T) {
 		t.Fatalf("sweeper log lines: %v\n%s", sweeps, sweeper.logs.String())
 	}
 
+	t.Run("space deletion through the admin and sweeper functions", func(t *testing.T) {
+		// A second space with a message whose body is an S3 object and a sealed blob.
+		sp2 := adm("/spaces", map[string]any{"display_name": "doomed"})["space_id"].(string)
+		w := adm("/spaces/"+sp2+"/actors", map[string]any{})["actor_id"].(string)
+		wtok := adm("/spaces/"+sp2+"/tokens", map[string]any{"actor_id": w, "scopes": scopes})["token"].(string)
+		okData[sendData](t, mailbox, "POST", "/v0/messages", wtok, map[string]any{"request_id": "doomed-1",
+			"body": map[string]any{"text": strings.Repeat("a body stored in S3 ", 400)}})
+		now, err := domain.New(domain.Config{Store: st, Blobs: bs, Clock: platform.Clock{}, IDs: platform.IDs{}, CursorKey: []byte(cursorKey)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw, err := now.Authenticate(ctx, wtok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := []byte("doomed blob")
+		sum := sha256.Sum256(text)
+		bp, err := now.PrepareBlob(ctx, pw, domain.BlobPrepareRequest{RequestID: "doomed-blob", ContentType: "text/plain",
+			SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])})
+		if err == nil {
+			_, err = now.Upload(ctx, pw, bp.UploadID, "text/plain", int64(len(text)), bytes.NewReader(text))
+		}
+		if err == nil {
+			_, err = now.CommitBlob(ctx, pw, domain.BlobCommitRequest{RequestID: "doomed-seal", UploadID: bp.UploadID})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := objectsOf("spaces/" + sp2 + "/"); n != 2 {
+			t.Fatalf("the doomed space has %d objects, want its body and its blob", n)
+		}
+		del, _ := okData[struct {
+			State string `json:"state"`
+		}](t, admin, "DELETE", "/admin/v0/spaces/"+sp2, adminSecret, nil)
+		if del.State != "deleting" {
+			t.Fatalf("DELETE answered %q", del.State)
+		}
+		if status, env := mailbox.call(t, "GET", "/v0/describe", wtok, nil); status != 401 || env.OK {
+			t.Fatalf("a token of the deleting space: %d %+v", status, env.Error)
+		}
+		var run struct {
+			DeletionBatches    int      `json:"deletion_batches"`
+			DeletionsCompleted []string `json:"deletions_completed"`
+		}
+		if raw := sweeper.invokeRaw(t, scheduled); json.Unmarshal(raw, &run) != nil || run.DeletionBatches == 0 || !slices.Contains(run.DeletionsCompleted, sp2) {
+			t.Fatalf("the sweep that deletes: %s", raw)
+		}
+		got, _ := okData[struct {
+			State    string `json:"state"`
+			Deletion struct {
+				Removed struct {
+					Objects   int              `json:"objects"`
+					Resources map[string]int64 `json:"resources"`
+				} `json:"removed"`
+			} `json:"deletion"`
+		}](t, admin, "GET", "/admin/v0/spaces/"+sp2, adminSecret, nil)
+		if got.State != "deleted" || got.Deletion.Removed.Objects != 2 || got.Deletion.Removed.Resources["messages"] != 1 || got.Deletion.Removed.Resources["blobs"] != 1 {
+			t.Fatalf("after the sweep: %+v", got)
+		}
+		if n := objectsOf("spaces/" + sp2 + "/"); n != 0 {
+			t.Fatalf("%d objects of the deleted space left in S3", n)
+		}
+	})
+
+	t.Run("metrics in the embedded metric format", func(t *testing.T) {
+		// The mailbox function wrote an EMF document for message.send: namespace, dimensions, latency values.
+		var found bool
+		for _, line := range strings.Split(mailbox.logs.String(), "\n") {
+			var doc map[string]any
+			if i := strings.IndexByte(line, '{'); i < 0 || json.Unmarshal([]byte(line[i:]), &doc) != nil {
+				continue
+			}
+			meta, _ := doc["_aws"].(map[string]any)
+			if meta == nil || doc["Operation"] != "message.send" || doc["Outcome"] != "ok" || doc["Function"] != "mailbox" {
+				continue
+			}
+			if lat, _ := doc["RequestLatency"].([]any); len(lat) > 0 && strings.Contains(line, `"Namespace":"Waypost"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("no EMF document for message.send in the mailbox function's log:\n%s", mailbox.logs.String())
+		}
+	})
+
 	// Every HTTP function logged its requests; the channel process logged the feed.waits it served.
 	for _, f := range []*lambdaFn{admin, mailbox, memory, blobs, mcpFn} {
 		if len(logLines(f.logs.String(), "request")) == 0 {
