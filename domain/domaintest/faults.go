@@ -43,21 +43,21 @@ import (
 // gives each of its checks a new space (and a new service) on its backend. Property failures print the rapid
 // seed that reproduces them.
 func RunFailureMatrix(t *testing.T, nb NewBackend) {
-	t.Run("1_before_reservation_stored", func(t *testing.T) { mxPerPath(t, nb, mxRow1) })
-	t.Run("2_after_reserve_before_body", func(t *testing.T) { mxPerPath(t, nb, mxRow2) })
-	t.Run("3_after_body_before_commit", func(t *testing.T) { mxPerPath(t, nb, mxRow3) })
-	t.Run("4_commit_transaction_fails", func(t *testing.T) { mxPerPath(t, nb, mxRow4) })
-	t.Run("5_after_commit_response_lost", func(t *testing.T) { mxPerPath(t, nb, mxRow5) })
-	t.Run("6_credential_revoked_between_reserve_and_commit", func(t *testing.T) { mxPerPath(t, nb, mxRow6) })
-	t.Run("7_blob_stored_seal_metadata_lost", func(t *testing.T) { mxRow7(t, nb) })
+	t.Run("1_before_reservation_stored", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow1) })
+	t.Run("2_after_reserve_before_body", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow2) })
+	t.Run("3_after_body_before_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow3) })
+	t.Run("4_commit_transaction_fails", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow4) })
+	t.Run("5_after_commit_response_lost", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow5) })
+	t.Run("6_credential_revoked_between_reserve_and_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow6) })
+	t.Run("7_blob_stored_seal_metadata_lost", func(t *testing.T) { t.Parallel(); mxRow7(t, nb) })
 	t.Run("8_process_killed_mid_load_embedded", func(t *testing.T) {
 		// Row 8 needs a real process killed (SIGKILL) under load and a restart on the same data directory; an
 		// in-process test cannot lose its own process. It is covered with child processes by
 		// store/pebble TestKilledMidLoad (the store) and e2e TestKillDuringConcurrentSends (the server).
 		t.Skip("process kill needs a real process: see store/pebble TestKilledMidLoad and e2e TestKillDuringConcurrentSends")
 	})
-	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { mxP03(t, nb) })
-	t.Run("P04_referential_integrity", func(t *testing.T) { mxP04(t, nb) })
+	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { t.Parallel(); mxP03(t, nb) })
+	t.Run("P04_referential_integrity", func(t *testing.T) { t.Parallel(); mxP04(t, nb) })
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1525,7 +1525,7 @@ func mxP04(t *testing.T, nb NewBackend) {
 		})
 	})
 
-	t.Run("random", func(t *testing.T) { mxP04Random(t, nb) })
+	t.Run("random", func(t *testing.T) { t.Parallel(); mxP04Random(t, nb) })
 }
 
 // mxP04Random sends random messages from two producers, each holding a sealed and an unsealed blob, naming

@@ -61,7 +61,7 @@ func RunMemoryProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"BlobReReference", mpReReference},
 		{"StatusOfM1Writes", mpStatus},
 	} {
-		t.Run(p.name, func(t *testing.T) { p.run(t, nb, cfg) })
+		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
 	}
 }
 

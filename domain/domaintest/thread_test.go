@@ -22,7 +22,7 @@ func TestThreadCreationRace(t *testing.T) {
 		t.Run(fmt.Sprintf("InlineBodyMax %d", inline), func(t *testing.T) {
 			var store *faulty.ItemStore
 			f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-				b := rulesBackend(t)
+				b := domaintest.MemBackend(t)
 				store = faulty.NewItemStore(b.Store)
 				return domaintest.Backend{Store: store, Blobs: b.Blobs}
 			}, func(c *domain.Config) { c.InlineBodyMax = inline })

@@ -19,7 +19,7 @@ func capFixture(t *testing.T, n int) (*domaintest.Fixture, *faulty.ItemStore) {
 	t.Helper()
 	var items *faulty.ItemStore
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := memBackend(t)
+		b := domaintest.MemBackend(t)
 		items = faulty.NewItemStore(b.Store)
 		b.Store = items
 		return b
@@ -99,7 +99,7 @@ func TestFeedWaitSlotOfADeadHolder(t *testing.T) {
 	clock := domaintest.NewClock()
 	var items *faulty.ItemStore
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := memBackend(t)
+		b := domaintest.MemBackend(t)
 		items = faulty.NewItemStore(b.Store)
 		b.Store = items
 		return b
