@@ -20,7 +20,6 @@ import (
 
 	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -272,16 +271,10 @@ func (s *Set) Op(name string) *Op { return s.byName[name] }
 // path parameters of an HTTP call (pathValue; nil over MCP) filled in. It returns the request_id the
 // document carries ("" when none is valid), for the error envelope.
 func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string) (req any, requestID string, err error) {
-	if err := boundary.CheckSyntax(raw); err != nil {
-		return nil, "", err
-	}
-	rid := boundary.RequestID(raw)
-	if err := s.validate(o, raw, tool); err != nil {
-		return nil, rid, err
-	}
 	v := o.newReq()
-	if err := strictjson.DecodeBytes(raw, v.Interface()); err != nil {
-		return nil, rid, boundary.Invalid(err)
+	rid, err := boundary.DecodeRequest(raw, s.validator(o, tool), v.Interface())
+	if err != nil {
+		return nil, rid, err
 	}
 	if pathValue != nil {
 		for _, f := range o.paths {
@@ -291,17 +284,16 @@ func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string
 	return v.Interface(), rid, nil
 }
 
-func (s *Set) validate(o *Op, raw []byte, tool bool) error {
+// validator is the schema check of o's request (its tool's arguments when tool is set), on a document that
+// passed the syntax check.
+func (s *Set) validator(o *Op, tool bool) func([]byte) (any, error) {
 	if c := s.tools[o.Name]; tool && c != nil {
-		return boundary.Invalid(c.Validate(raw))
+		return c.ValidateChecked
 	}
 	if c := s.args[o.Name]; c != nil {
-		return boundary.Invalid(c.Validate(raw))
+		return c.ValidateChecked
 	}
-	if o.Request != "" {
-		return boundary.Validate(s.reg, o.Request, raw)
-	}
-	return nil
+	return func(raw []byte) (any, error) { return s.reg.ValidateChecked(o.Request, raw) }
 }
 
 // ToolSchema returns the tool's argument schema as a standalone, portable JSON document (no references,

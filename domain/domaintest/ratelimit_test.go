@@ -105,7 +105,7 @@ func TestRateLimitsSetByTheOwner(t *testing.T) {
 // TestRateLimitsReachOtherProcesses: a second service over the same store (another process, such as a Lambda
 // instance) that has already read the space serves its cached record for at most 10 s, then the owner's change.
 func TestRateLimitsReachOtherProcesses(t *testing.T) {
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	ctx := context.Background()
 	sp := f.Space()
 	a := f.Party(sp.SpaceID)
