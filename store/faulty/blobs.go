@@ -3,6 +3,7 @@ package faulty
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -31,6 +32,10 @@ type BlobStore struct {
 	heads   registry[KeyFault]
 	gets    registry[KeyFault]
 	deletes registry[KeyFault]
+
+	mu        sync.Mutex
+	beforePut func(key string)
+	random    *Random
 }
 
 var _ port.BlobStore = (*BlobStore)(nil)
@@ -53,12 +58,30 @@ func (s *BlobStore) FailGet(f KeyFault) *Armed { return s.gets.add(f.Fault, f) }
 // FailDelete arms a Delete fault (the object is not deleted).
 func (s *BlobStore) FailDelete(f KeyFault) *Armed { return s.deletes.add(f.Fault, f) }
 
-// Reset disarms every fault.
+// SetBeforePut installs fn (nil removes it), called at the start of every Put, before any fault and before
+// the body is read, so a test can place an operation between another's read and its blob write.
+func (s *BlobStore) SetBeforePut(fn func(key string)) {
+	s.mu.Lock()
+	s.beforePut = fn
+	s.mu.Unlock()
+}
+
+// SetRandom makes r inject random faults into Put (nil: none).
+func (s *BlobStore) SetRandom(r *Random) {
+	s.mu.Lock()
+	s.random = r
+	s.mu.Unlock()
+}
+
+// Reset disarms every fault and removes the hook and the random faults.
 func (s *BlobStore) Reset() {
 	s.puts.reset()
 	s.heads.reset()
 	s.gets.reset()
 	s.deletes.reset()
+	s.mu.Lock()
+	s.beforePut, s.random = nil, nil
+	s.mu.Unlock()
 }
 
 func fire(faults []armedFault[KeyFault], key, what string) error {
@@ -70,8 +93,18 @@ func fire(faults []armedFault[KeyFault], key, what string) error {
 	return nil
 }
 
-// Put stores through the inner store, injecting an armed fault before or after storing.
+// Put runs the BeforePut hook, then stores through the inner store, injecting an armed fault before or after
+// storing (or a random one before).
 func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
+	s.mu.Lock()
+	hook, random := s.beforePut, s.random
+	s.mu.Unlock()
+	if hook != nil {
+		hook(key)
+	}
+	if random.roll(planPut) {
+		return port.BlobInfo{}, randomErr("blob put before storing " + key)
+	}
 	faults := s.puts.snapshot()
 	for _, f := range faults {
 		if !f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
