@@ -9,7 +9,6 @@
 package transport
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/httpx"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -106,35 +106,14 @@ func mcpOnly(mcp http.Handler, answer boundary.Answerer) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		env, _ := answer.Answer(r.Context(), "", "", nil,
 			domain.Errorf(domain.CodeNotFound, "no such route: %s %s (this function serves /mcp)", echo.Clip(r.Method), echo.Clip(r.URL.Path)))
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(env)
+		_ = httpx.WriteJSON(w, http.StatusNotFound, env)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := httpx.NewRecorder(w)
 		w.Header().Set("Cache-Control", "no-store")
 		mux.ServeHTTP(rec, r)
 		answer.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.Int("status", rec.Status), slog.Duration("duration", time.Since(start)))
 	})
 }
-
-// statusRecorder records the status of a response.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader records the status.
-func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
-
-// Flush lets streamed responses through.
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
