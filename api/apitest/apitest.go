@@ -105,7 +105,10 @@ type World struct {
 }
 
 // World creates a space with two actors through the domain.
-func (s *Stack) World(t testing.TB) World {
+func (s *Stack) World(t testing.TB) World { t.Helper(); return NewWorld(t, s.Svc) }
+
+// NewWorld creates a World through svc, for tests over any deployment (servertest, a Stack).
+func NewWorld(t testing.TB, svc *domain.Service) World {
 	t.Helper()
 	ctx := context.Background()
 	must := func(err error) {
@@ -115,20 +118,20 @@ func (s *Stack) World(t testing.TB) World {
 		}
 	}
 	var w World
-	sp, err := s.Svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
+	sp, err := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	must(err)
 	w.SpaceID = sp.SpaceID
-	a, err := s.Svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
+	a, err := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
 	must(err)
-	b, err := s.Svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "b"})
+	b, err := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "b"})
 	must(err)
 	w.A, w.B = a.ActorID, b.ActorID
-	cb, err := s.Svc.CreateConsumer(ctx, sp.SpaceID, domain.CreateConsumerRequest{RequestID: "cb", ActorID: w.B, View: domain.ViewInbox})
+	cb, err := svc.CreateConsumer(ctx, sp.SpaceID, domain.CreateConsumerRequest{RequestID: "cb", ActorID: w.B, View: domain.ViewInbox})
 	must(err)
 	w.CB = cb.ConsumerID
-	ta, err := s.Svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "ta", ActorID: w.A, Scopes: domain.AllScopes()})
+	ta, err := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "ta", ActorID: w.A, Scopes: domain.AllScopes()})
 	must(err)
-	tb, err := s.Svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "tb", ActorID: w.B, ConsumerID: w.CB, Scopes: domain.AllScopes()})
+	tb, err := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "tb", ActorID: w.B, ConsumerID: w.CB, Scopes: domain.AllScopes()})
 	must(err)
 	w.TokA, w.TokB = ta.Token, tb.Token
 	return w
