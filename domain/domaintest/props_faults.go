@@ -6,23 +6,36 @@ import (
 	"github.com/waypost/waypost/store/faulty"
 )
 
+// Faulty wraps the item and blob stores of the backend nb makes with store/faulty, for a test to arm
+// faults and hooks on; *items and *blobs (either may be nil) are set each time a fixture builds a backend.
+func Faulty(nb NewBackend, items **faulty.ItemStore, blobs **faulty.BlobStore) NewBackend {
+	return func(t testing.TB) Backend {
+		b := nb(t)
+		fi, fb := faulty.NewItemStore(b.Store), faulty.NewBlobStore(b.Blobs)
+		if items != nil {
+			*items = fi
+		}
+		if blobs != nil {
+			*blobs = fb
+		}
+		return Backend{Store: fi, Blobs: fb}
+	}
+}
+
 // withFaultyBlobs wraps the blob store of the backend nb makes with store/faulty, so that a check can fail
 // a chosen blob put (*blobs is set when the fixture builds its backend).
 func withFaultyBlobs(nb NewBackend, blobs **faulty.BlobStore) NewBackend {
-	return func(t testing.TB) Backend {
-		b := nb(t)
-		*blobs = faulty.NewBlobStore(b.Blobs)
-		return Backend{Store: b.Store, Blobs: *blobs}
-	}
+	return Faulty(nb, nil, blobs)
 }
 
 // withRandomFaults wraps the backend nb makes with store/faulty, failing calls at random as r says.
 func withRandomFaults(nb NewBackend, r *faulty.Random) NewBackend {
 	return func(t testing.TB) Backend {
-		b := nb(t)
-		items, blobs := faulty.NewItemStore(b.Store), faulty.NewBlobStore(b.Blobs)
+		var items *faulty.ItemStore
+		var blobs *faulty.BlobStore
+		b := Faulty(nb, &items, &blobs)(t)
 		items.SetRandom(r)
 		blobs.SetRandom(r)
-		return Backend{Store: items, Blobs: blobs}
+		return b
 	}
 }

@@ -103,13 +103,11 @@ type mpEnv struct {
 func mpNewEnv(t *testing.T, nb NewBackend, cfg func(*domain.Config)) *mpEnv {
 	t.Helper()
 	hooks := &mpHooks{}
-	f := New(t, func(tb testing.TB) Backend {
-		b := nb(tb)
-		items, blobs := faulty.NewItemStore(b.Store), faulty.NewBlobStore(b.Blobs)
-		items.SetBeforeCommit(func(port.Tx) { hooks.run(&hooks.commit) })
-		blobs.SetBeforePut(func(string) { hooks.run(&hooks.put) })
-		return Backend{Store: items, Blobs: blobs}
-	}, cfg)
+	var items *faulty.ItemStore
+	var blobs *faulty.BlobStore
+	f := New(t, Faulty(nb, &items, &blobs), cfg)
+	items.SetBeforeCommit(func(port.Tx) { hooks.run(&hooks.commit) })
+	blobs.SetBeforePut(func(string) { hooks.run(&hooks.put) })
 	c := f.With(t)
 	sp := c.Space().SpaceID
 	return &mpEnv{f: f, ctx: context.Background(), hooks: hooks, space: sp, source: c.Party(sp)}

@@ -566,12 +566,7 @@ func whDualSigning(t *testing.T, nb NewBackend, _ propConfig) {
 // entry of a record that changed since it was read.
 func whStaleWakeRedeliver(t *testing.T, nb NewBackend, _ propConfig) {
 	var items *faulty.ItemStore
-	wrapped := func(tb testing.TB) Backend {
-		b := nb(tb)
-		items = faulty.NewItemStore(b.Store)
-		return Backend{Store: items, Blobs: b.Blobs}
-	}
-	s := newWhScene(t, wrapped, whPolicy(0, 0), 0, nil, nil, "https://hooks.example.com/race")
+	s := newWhScene(t, Faulty(nb, &items, nil), whPolicy(0, 0), 0, nil, nil, "https://hooks.example.com/race")
 	s.e.fake.Default(s.url, WebhookAnswer{Status: http.StatusGone})
 	s.send("raced")
 	s.e.work()
