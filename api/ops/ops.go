@@ -314,10 +314,9 @@ func (s *Set) ToolSchema(o *Op) (json.RawMessage, error) {
 	return schemas.Portable(raw)
 }
 
-// HasBody reports whether the operation's HTTP method carries a JSON body.
-func (o *Op) HasBody() bool {
-	return o.Method == http.MethodPost || o.Method == http.MethodPut || o.Method == http.MethodPatch
-}
+// HasBody reports whether the operation's HTTP request carries a JSON body: it names a Request schema and
+// its method is not GET (a DELETE may take one, as a revoke does).
+func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodGet }
 
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
 func StatusOperations() []string {
