@@ -36,6 +36,18 @@ type BlobStore struct {
 	mu        sync.Mutex
 	beforePut func(key string)
 	random    *Random
+	intercept func(ctx context.Context, key string, size int64, sha256 string, r io.Reader, next PutStep) (port.BlobInfo, error)
+}
+
+// PutStep is what a Put does after interception: the armed faults, then the inner store.
+type PutStep func(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error)
+
+// SetInterceptPut installs fn (nil removes it): every Put, after the BeforePut hook and the random faults,
+// goes through fn, which decides as SetInterceptCommit's does.
+func (s *BlobStore) SetInterceptPut(fn func(ctx context.Context, key string, size int64, sha256 string, r io.Reader, next PutStep) (port.BlobInfo, error)) {
+	s.mu.Lock()
+	s.intercept = fn
+	s.mu.Unlock()
 }
 
 var _ port.BlobStore = (*BlobStore)(nil)
@@ -80,7 +92,7 @@ func (s *BlobStore) Reset() {
 	s.gets.reset()
 	s.deletes.reset()
 	s.mu.Lock()
-	s.beforePut, s.random = nil, nil
+	s.beforePut, s.random, s.intercept = nil, nil, nil
 	s.mu.Unlock()
 }
 
@@ -97,7 +109,7 @@ func fire(faults []armedFault[KeyFault], key, what string) error {
 // storing (or a random one before).
 func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
 	s.mu.Lock()
-	hook, random := s.beforePut, s.random
+	hook, random, intercept := s.beforePut, s.random, s.intercept
 	s.mu.Unlock()
 	if hook != nil {
 		hook(key)
@@ -105,6 +117,14 @@ func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 stri
 	if random.roll(planPut) {
 		return port.BlobInfo{}, randomErr("blob put before storing " + key)
 	}
+	if intercept != nil {
+		return intercept(ctx, key, size, sha256, r, s.put)
+	}
+	return s.put(ctx, key, size, sha256, r)
+}
+
+// put stores through the inner store, injecting an armed fault before or after storing.
+func (s *BlobStore) put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
 	faults := s.puts.snapshot()
 	for _, f := range faults {
 		if !f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {

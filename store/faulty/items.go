@@ -43,6 +43,20 @@ type ItemStore struct {
 	beforeCommit func(tx port.Tx)
 	beforeQuery  func(q port.Query)
 	random       *Random
+	intercept    func(ctx context.Context, tx port.Tx, next CommitStep) (uint64, error)
+}
+
+// CommitStep is what a Commit does after interception: the armed faults, then the inner store.
+type CommitStep func(ctx context.Context, tx port.Tx) (uint64, error)
+
+// SetInterceptCommit installs fn (nil removes it): every Commit, after the BeforeCommit hook and the random
+// faults, goes through fn, which decides — fail it with nothing applied, call next and then fail (a lost
+// response), or just call next. A test's own fault rule (the failure matrix picks transactions by what they
+// store) lives in fn.
+func (s *ItemStore) SetInterceptCommit(fn func(ctx context.Context, tx port.Tx, next CommitStep) (uint64, error)) {
+	s.mu.Lock()
+	s.intercept = fn
+	s.mu.Unlock()
 }
 
 var _ port.ItemStore = (*ItemStore)(nil)
@@ -98,7 +112,7 @@ func (s *ItemStore) Reset() {
 	s.gets.reset()
 	s.queries.reset()
 	s.mu.Lock()
-	s.beforeCommit, s.beforeQuery, s.random = nil, nil, nil
+	s.beforeCommit, s.beforeQuery, s.random, s.intercept = nil, nil, nil, nil
 	s.mu.Unlock()
 }
 
@@ -165,6 +179,17 @@ func (s *ItemStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 		r.lostResponse()
 		return 0, randomErr("commit applied, response lost")
 	}
+	s.mu.Lock()
+	intercept := s.intercept
+	s.mu.Unlock()
+	if intercept != nil {
+		return intercept(ctx, tx, s.commit)
+	}
+	return s.commit(ctx, tx)
+}
+
+// commit commits through the inner store, injecting any armed fault that fires.
+func (s *ItemStore) commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	faults := s.commits.snapshot()
 	var inBuild []armedFault[CommitFault]
 	for _, f := range faults {
