@@ -50,6 +50,7 @@ func (r *recorder) take() []byte {
 // operation's response schema. It also checks that decoding into the shared domain types and encoding
 // again keeps every member the server sent (the client drops nothing it is given).
 func TestWireShapesAgainstRealServer(t *testing.T) {
+	t.Parallel()
 	_, url := servertest.Start(t)
 	reg, err := schemas.New()
 	if err != nil {

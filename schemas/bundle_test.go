@@ -84,6 +84,7 @@ func TestPortableSchemasKeepMeaning(t *testing.T) {
 // TestStandaloneFailuresNameTheMember checks that a standalone schema reports failures like the registry's,
 // with Field naming a missing or undeclared member, and never more than 100 bytes of a member name.
 func TestStandaloneFailuresNameTheMember(t *testing.T) {
+	t.Parallel()
 	reg := schemas.MustNew()
 	s, err := reg.Compile("args", []byte(`{"type":"object","required":["message_id"],"additionalProperties":false,`+
 		`"properties":{"message_id":{"type":"string","pattern":"^[a-z]+$"}}}`))
