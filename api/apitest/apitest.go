@@ -19,6 +19,7 @@ import (
 
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
@@ -65,7 +66,7 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	stack, err := transport.New(domain.Config{Store: mem.New(), Blobs: blobs, Clock: platform.Clock{}, IDs: platform.IDs{},
 		Logger: log, CursorKey: []byte("apitest-cursor-key-0123456789abcdef"), Webhooks: o.Webhooks, WebhookRetry: o.WebhookRetry},
-		transport.Options{HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, AdminSecret: AdminSecret, Logger: log})
+		transport.Options{Ops: ops.List(), HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, AdminSecret: AdminSecret, Logger: log})
 	if err != nil {
 		t.Fatalf("apitest: %v", err)
 	}

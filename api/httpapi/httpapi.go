@@ -88,7 +88,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	set := opts.Ops
 	if set == nil {
 		var err error
-		if set, err = ops.NewSet(reg); err != nil {
+		if set, err = ops.NewSet(reg, ops.List()); err != nil {
 			return nil, fmt.Errorf("httpapi: %w", err)
 		}
 	}

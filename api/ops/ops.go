@@ -231,9 +231,9 @@ type Set struct {
 	tools  map[string]*schemas.Schema // op name → compiled Tool.Args
 }
 
-// NewSet compiles the inline schemas of [List] against reg.
-func NewSet(reg *schemas.Registry) (*Set, error) {
-	s := &Set{reg: reg, list: List(), byName: map[string]*Op{}, args: map[string]*schemas.Schema{}, tools: map[string]*schemas.Schema{}}
+// NewSet compiles the inline schemas of list ([List], or [DataPlane]) against reg.
+func NewSet(reg *schemas.Registry, list []*Op) (*Set, error) {
+	s := &Set{reg: reg, list: list, byName: map[string]*Op{}, args: map[string]*schemas.Schema{}, tools: map[string]*schemas.Schema{}}
 	for _, o := range s.list {
 		if _, dup := s.byName[o.Name]; dup {
 			return nil, fmt.Errorf("ops: two operations are named %s", o.Name)
@@ -321,7 +321,7 @@ func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodG
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
 func StatusOperations() []string {
 	var names []string
-	for _, o := range List() {
+	for _, o := range DataPlane() {
 		if o.Submission {
 			names = append(names, o.Name)
 		}

@@ -45,7 +45,10 @@ type Options struct {
 	// (httpapi.Over); nil serves MCP alone, NOT_FOUND elsewhere.
 	HTTP func(p Parts, mounts map[string]http.Handler) (http.Handler, error)
 	// MCP builds the MCP endpoint, served at /mcp (mcpapi.Over); nil serves none.
-	MCP         func(p Parts) (http.Handler, error)
+	MCP func(p Parts) (http.Handler, error)
+	// Ops are the operations served: ops.List, or ops.DataPlane where the control plane is not (the MCP
+	// function: it keeps the control plane's descriptors out of its binary).
+	Ops         []*ops.Op
 	AdminSecret string
 	// Logger receives the transports' logs; nil discards them.
 	Logger  *slog.Logger
@@ -65,8 +68,8 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.HTTP == nil && o.MCP == nil {
-		return nil, fmt.Errorf("transport: no transport to serve")
+	if o.HTTP == nil && o.MCP == nil || len(o.Ops) == 0 {
+		return nil, fmt.Errorf("transport: no transport or no operation to serve")
 	}
 	svc, err := domain.New(cfg)
 	if err != nil {
@@ -76,7 +79,7 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: loading schemas: %w", err)
 	}
-	set, err := ops.NewSet(reg)
+	set, err := ops.NewSet(reg, o.Ops)
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
