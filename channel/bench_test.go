@@ -155,9 +155,7 @@ func benchPublish(b *testing.B, subs int) {
 // a channel with 256 subscriptions that nobody is waiting on (their queues
 // are drained outside the timer).
 func BenchmarkPublishCost(b *testing.B) {
-	hub := channel.NewHub(channel.Limits{})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	hub, sc := newScope(b)
 	handles := make([]string, 256)
 	for i := range handles {
 		handles[i] = mustSubscribe(b, sc, "c")

@@ -14,9 +14,7 @@ import (
 )
 
 func TestUnsubscribeIsIdempotentAndEnds(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	hub, sc := newScope(t)
 	h := mustSubscribe(t, sc, "c")
 	h2 := mustSubscribe(t, sc, "c")
 	if n := mustPublish(t, hub, "c", "queued"); n != 2 {
@@ -128,9 +126,7 @@ func TestScopeEndsWithItsContext(t *testing.T) {
 }
 
 func TestWaitReturnsWhenContextDone(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	hub, sc := newScope(t)
 	h := mustSubscribe(t, sc, "c")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,9 +197,7 @@ func TestWaitDoesNotBlockOtherScopes(t *testing.T) {
 // Several goroutines waiting on one handle share its messages without losing
 // any.
 func TestConcurrentWaitersOnOneHandle(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	hub, sc := newScope(t)
 	h := mustSubscribe(t, sc, "c")
 	const waiters, msgs = 4, 2000
 	got := make(chan string, msgs)

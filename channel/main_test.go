@@ -38,6 +38,15 @@ func want(t testing.TB, got result, st channel.Status, text string) {
 	}
 }
 
+// newScope is a hub with the default limits and one scope on it, ended when the test ends.
+func newScope(t testing.TB) (*channel.Hub, *channel.Scope) {
+	t.Helper()
+	hub := channel.NewHub(channel.Limits{})
+	sc := hub.NewScope(context.Background())
+	t.Cleanup(sc.End)
+	return hub, sc
+}
+
 func mustSubscribe(t testing.TB, sc *channel.Scope, name string) string {
 	t.Helper()
 	h, err := sc.Subscribe(name)

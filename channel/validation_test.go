@@ -42,9 +42,7 @@ func TestNameValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			hub := channel.NewHub(channel.Limits{})
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
+			hub, sc := newScope(t)
 			check := func(op string, err error) {
 				t.Helper()
 				if tc.ok && err != nil {
@@ -76,9 +74,7 @@ func TestNameValidation(t *testing.T) {
 }
 
 func TestNamesAreCaseSensitive(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	hub, sc := newScope(t)
 	lower := mustSubscribe(t, sc, "feed")
 	upper := mustSubscribe(t, sc, "Feed")
 	if n := mustPublish(t, hub, "FEED", "none"); n != 0 {
@@ -111,9 +107,7 @@ func TestTextValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			hub := channel.NewHub(channel.Limits{})
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
+			hub, sc := newScope(t)
 			h := mustSubscribe(t, sc, "c")
 			n, err := hub.Publish("c", tc.text)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
@@ -155,9 +149,7 @@ func TestWaitTimeoutValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.timeout.String(), func(t *testing.T) {
-			hub := channel.NewHub(channel.Limits{})
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
+			hub, sc := newScope(t)
 			h := mustSubscribe(t, sc, "c")
 			// A message is queued so that valid timeouts return at once.
 			mustPublish(t, hub, "c", "m")
@@ -191,9 +183,7 @@ func TestCloseReasonValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			hub := channel.NewHub(channel.Limits{})
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
+			hub, sc := newScope(t)
 			h := mustSubscribe(t, sc, "c")
 			n, err := hub.Close("c", tc.reason)
 			if !tc.ok {

@@ -54,6 +54,7 @@ func readContent(t *testing.T, c *client.Client, blobID string) []byte {
 }
 
 func TestBlobLifecycle(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	ctx := context.Background()
 	c := w.writer
@@ -129,6 +130,7 @@ func TestBlobLifecycle(t *testing.T) {
 }
 
 func TestZeroByteBlob(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	info := putBlob(t, w.writer, nil, "application/octet-stream")
 	if info.SizeBytes != 0 || info.SHA256 != sha(nil) {
@@ -142,6 +144,7 @@ func TestZeroByteBlob(t *testing.T) {
 // TestUploadContentStreams checks that the body goes out with a Content-Length and is streamed: the
 // server receives the first half before the second half even exists.
 func TestUploadContentStreams(t *testing.T) {
+	t.Parallel()
 	const half = 1 << 20
 	var received atomic.Int64
 	firstHalfSeen := make(chan struct{})
@@ -206,6 +209,7 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 // TestUploadShortBody checks that a body shorter than the announced size fails and stores nothing.
 func TestUploadShortBody(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	ctx := context.Background()
 	data := []byte("0123456789")
@@ -228,6 +232,7 @@ func TestUploadShortBody(t *testing.T) {
 // although the exchange as a whole is not bounded by it: an upload the server stops answering and a
 // download the server stops sending.
 func TestStallsAreBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	w := newRealWorld(t, func(h http.Handler) http.Handler {
@@ -282,6 +287,7 @@ func TestStallsAreBounded(t *testing.T) {
 // TestOpenBlobContentVerifies checks that a download whose bytes differ from the announced size or digest
 // fails at its end instead of returning io.EOF.
 func TestOpenBlobContentVerifies(t *testing.T) {
+	t.Parallel()
 	good := []byte("the real content")
 	cases := map[string]struct {
 		body []byte

@@ -89,6 +89,7 @@ func dropConnection(t *testing.T, w http.ResponseWriter) {
 }
 
 func TestDataPlaneRoutesAndDecoding(t *testing.T) {
+	t.Parallel()
 	committed := time.Date(2026, 10, 11, 10, 0, 0, 0, time.UTC)
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		switch c.Method + " " + c.Path {
@@ -184,6 +185,7 @@ func TestDataPlaneRoutesAndDecoding(t *testing.T) {
 }
 
 func TestAdminRoutes(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		okEnvelope(w, "rq", map[string]any{"space_id": "sp_1", "actor_id": "act_1", "consumer_id": "con_1", "view_revision": 2,
 			"collection_id": "col_1", "grant_id": "grt_1", "token_id": "tok_1", "token": "wpt_new", "revoked": true})
@@ -276,6 +278,7 @@ func TestAdminRoutes(t *testing.T) {
 }
 
 func TestPathSegmentsAreEscaped(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		errEnvelope(w, 404, "rq", domain.CodeNotFound, "no such message", nil)
 	})
@@ -289,6 +292,7 @@ func TestPathSegmentsAreEscaped(t *testing.T) {
 }
 
 func TestErrorEnvelopeBecomesError(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "3")
 		errEnvelope(w, http.StatusConflict, "req-9", domain.CodeSubmissionPending, "the same request is still in flight",
@@ -313,6 +317,7 @@ func TestErrorEnvelopeBecomesError(t *testing.T) {
 }
 
 func TestNonEnvelopeResponseIsTransportError(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusBadGateway)
@@ -329,6 +334,7 @@ func TestNonEnvelopeResponseIsTransportError(t *testing.T) {
 }
 
 func TestConnectionFailureIsTransportError(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) { dropConnection(t, w) })
 	_, err := client.New(s.srv.URL, testToken).Describe(context.Background())
 	if !client.IsTransport(err) {
@@ -342,6 +348,7 @@ func TestConnectionFailureIsTransportError(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) {
 		select {
@@ -361,6 +368,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestCredentialsNeverPrinted(t *testing.T) {
+	t.Parallel()
 	s := newStub(t, func(c call, w http.ResponseWriter, r *http.Request) { dropConnection(t, w) })
 	c := client.New(s.srv.URL, testToken)
 	a := client.NewAdmin(s.srv.URL, testToken)
@@ -375,6 +383,7 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 }
 
 func TestInvalidBaseURL(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"127.0.0.1:8787", "ftp://host", "http://user:pw@host", "http://host/?q=1"} {
 		_, err := client.New(u, testToken).Describe(context.Background())
 		if err == nil || client.IsTransport(err) || strings.Contains(err.Error(), "pw") {
@@ -387,6 +396,7 @@ func TestInvalidBaseURL(t *testing.T) {
 }
 
 func TestNewRequestID(t *testing.T) {
+	t.Parallel()
 	a, b := client.NewRequestID(), client.NewRequestID()
 	if a == b || !domain.ValidRequestID(a) || !domain.ValidRequestID(b) {
 		t.Fatalf("request IDs %q %q", a, b)

@@ -18,6 +18,7 @@ import (
 func rev(n int64) *int64 { return &n }
 
 func TestMemoryPublishReadExport(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	ctx := context.Background()
 	files := map[string]string{"a.md": "alpha\n", "b/c.md": "charlie\n", "d.txt": "delta\n"}
@@ -142,6 +143,7 @@ func TestMemoryPublishReadExport(t *testing.T) {
 
 // TestMemoryManifestPublish publishes more than the inline limit through a manifest blob.
 func TestMemoryManifestPublish(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	ctx := context.Background()
 	blob := putBlob(t, w.writer, []byte("same bytes"), "text/plain")

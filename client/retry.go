@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/wait"
 )
 
 // MaxSendRetries is how many times SendWithRetry re-sends a message after the first attempt (RFC §13.1.4:
@@ -47,7 +47,7 @@ func (c *Client) SendWithRetry(ctx context.Context, req domain.SendRequest) (dom
 		if c.t.opts.onRetry != nil {
 			c.t.opts.onRetry(retry, err)
 		}
-		if werr := sleep(ctx, c.t.opts.retryDelay(retry, err)); werr != nil {
+		if werr := wait.Sleep(ctx, c.t.opts.retryDelay(retry, err)); werr != nil {
 			return domain.SendResult{}, fmt.Errorf("message.send %s: %w (while waiting to retry after: %v)", req.RequestID, werr, err)
 		}
 		res, err = c.Send(ctx, req)
@@ -81,19 +81,5 @@ func (c *Client) recoverSend(ctx context.Context, requestID string) (done bool, 
 		return true, res, &Error{Code: st.Error.Code, Message: st.Error.Message, Retryable: st.Error.Retryable, Details: d, RequestID: requestID}
 	default: // reserved or prepared: the same request resumes it
 		return false, res, nil
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

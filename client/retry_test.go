@@ -57,6 +57,7 @@ func sendReq() domain.SendRequest {
 }
 
 func TestSendWithRetryTransportFailureThenSuccessSameRequestID(t *testing.T) {
+	t.Parallel()
 	var sc sendScript
 	sc.sends = []func(call, http.ResponseWriter){
 		func(c call, w http.ResponseWriter) { dropConnection(t, w) },
@@ -97,6 +98,7 @@ func TestSendWithRetryTransportFailureThenSuccessSameRequestID(t *testing.T) {
 }
 
 func TestSendWithRetryLostResponseRecoveredFromStatus(t *testing.T) {
+	t.Parallel()
 	s, nSend, nStatus := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
 		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
@@ -115,6 +117,7 @@ func TestSendWithRetryLostResponseRecoveredFromStatus(t *testing.T) {
 }
 
 func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
+	t.Parallel()
 	s, nSend, nStatus := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
 			errEnvelope(w, 503, "req-retry-1", domain.CodeStorageUnavailable, "storage is temporarily unavailable", nil)
@@ -135,6 +138,7 @@ func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
 }
 
 func TestSendWithRetryStopsOnConflict(t *testing.T) {
+	t.Parallel()
 	s, nSend, nStatus := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
 			errEnvelope(w, 409, "req-retry-1", domain.CodeIdempotencyConflict, "the request ID was already used with different content", nil)
@@ -149,6 +153,7 @@ func TestSendWithRetryStopsOnConflict(t *testing.T) {
 }
 
 func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
+	t.Parallel()
 	for _, code := range []domain.Code{domain.CodeUnauthenticated, domain.CodeForbidden} {
 		t.Run(string(code), func(t *testing.T) {
 			// The first attempt's outcome is unknown; status then says the credential no longer works.
@@ -181,6 +186,7 @@ func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
 }
 
 func TestSendWithRetryFailedSubmissionReturnsStoredError(t *testing.T) {
+	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
 			errEnvelope(w, 500, "req-retry-1", domain.CodeInternal, "internal error", nil)
@@ -198,6 +204,7 @@ func TestSendWithRetryFailedSubmissionReturnsStoredError(t *testing.T) {
 }
 
 func TestSendWithRetryNeedsRequestID(t *testing.T) {
+	t.Parallel()
 	req := sendReq()
 	req.RequestID = ""
 	_, err := client.New("http://127.0.0.1:1", testToken).SendWithRetry(context.Background(), req)
@@ -207,6 +214,7 @@ func TestSendWithRetryNeedsRequestID(t *testing.T) {
 }
 
 func TestSendWithRetryStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
 		sends:    []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
 		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { errEnvelope(w, 404, "rq", domain.CodeNotFound, "none", nil) }},
@@ -221,6 +229,7 @@ func TestSendWithRetryStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestSendWithRetryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){
 			func(c call, w http.ResponseWriter) {

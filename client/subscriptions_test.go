@@ -59,6 +59,7 @@ func (b *bodies) contains(s string) bool {
 }
 
 func TestNewWebhookSecret(t *testing.T) {
+	t.Parallel()
 	reg := schemas.MustNew()
 	seen := map[string]bool{}
 	for range 50 {
@@ -82,6 +83,7 @@ func TestNewWebhookSecret(t *testing.T) {
 // service with a webhook sender and a loopback receiver: every response matches its schema, the domain
 // types keep every member, and no response carries the secret.
 func TestSubscriptionsAgainstRealStack(t *testing.T) {
+	t.Parallel()
 	st := apitest.New(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	w := st.World(t)
 	recv := apitest.NewReceiver(t)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestWaitFeed(t *testing.T) {
+	t.Parallel()
 	w := newRealWorld(t, nil)
 	ctx := context.Background()
 	// A client timeout shorter than the long poll: the exchange is still allowed the poll plus a margin.

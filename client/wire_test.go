@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
 // recorder keeps the raw body of the last response.
@@ -51,13 +50,8 @@ func (r *recorder) take() []byte {
 // operation's response schema. It also checks that decoding into the shared domain types and encoding
 // again keeps every member the server sent (the client drops nothing it is given).
 func TestWireShapesAgainstRealServer(t *testing.T) {
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	t.Parallel()
+	_, url := servertest.Start(t)
 	reg, err := schemas.New()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +59,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 	rec := &recorder{}
 	hc := &http.Client{Transport: rec}
 	ctx := context.Background()
-	ad := client.NewAdmin(hs.URL, "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz", client.WithHTTPClient(hc))
+	ad := client.NewAdmin(url, servertest.AdminSecret, client.WithHTTPClient(hc))
 
 	check := func(what, schema string, typed any, err error) {
 		t.Helper()
@@ -135,8 +129,8 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 	tb, err = ad.RotateToken(ctx, sp.SpaceID, tb.TokenID)
 	check("rotate token", "admin.token.response", tb, err)
 
-	ca := client.New(hs.URL, ta.Token, client.WithHTTPClient(hc))
-	cB := client.New(hs.URL, tb.Token, client.WithHTTPClient(hc))
+	ca := client.New(url, ta.Token, client.WithHTTPClient(hc))
+	cB := client.New(url, tb.Token, client.WithHTTPClient(hc))
 	d, err := cB.Describe(ctx)
 	check("describe", "describe.response", d, err)
 	sr, err := ca.SendWithRetry(ctx, domain.SendRequest{RequestID: "w-send", RecipientIDs: []string{b.ActorID}, Subject: "hello",
@@ -169,7 +163,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 
 	_, err = ca.Describe(ctx)
 	checkErr("revoked token", err, domain.CodeUnauthenticated)
-	_, err = client.NewAdmin(hs.URL, "wrong", client.WithHTTPClient(hc)).GetSpace(ctx, sp.SpaceID)
+	_, err = client.NewAdmin(url, "wrong", client.WithHTTPClient(hc)).GetSpace(ctx, sp.SpaceID)
 	checkErr("wrong admin secret", err, domain.CodeUnauthenticated)
 	_, err = ad.GetSpace(ctx, "sp_missing")
 	checkErr("missing space", err, domain.CodeNotFound)

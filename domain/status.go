@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -20,15 +19,12 @@ type StatusResult struct {
 	Error           *WireError      `json:"error,omitempty"`
 }
 
-// operationPattern is the shape of an operation name ("message.send").
-var operationPattern = regexp.MustCompile(`^[a-z]+(\.[a-z]+)+$`)
-
 // Status reports the state of the caller's own submission. An unknown request ID is NOT_FOUND, which is
 // not proof that nothing happened elsewhere. Which operations record submissions is said by their
 // descriptors (api/ops: Submission), whose status schema the transports check the operation against; here
 // any other well-formed name simply has none.
 func (s *Service) Status(ctx context.Context, p *Principal, operation, requestID string) (StatusResult, error) {
-	if !operationPattern.MatchString(operation) {
+	if !validKind(operation) { // the shape of an operation name ("message.send")
 		return StatusResult{}, Errorf(CodeInvalidRequest, "operation must be one of the write operations").WithDetails("field", "operation")
 	}
 	if err := checkRequestID(requestID); err != nil {

@@ -5,16 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/waypost/waypost/api/apitest"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
 // TestTypeScriptMCPClient runs interop/mcp-ts/interop.mjs (official @modelcontextprotocol/sdk client):
@@ -31,25 +31,10 @@ func TestTypeScriptMCPClient(t *testing.T) {
 		}
 		t.Skip("node or interop/mcp-ts/node_modules missing; scripts/test installs them (npm ci --prefix interop/mcp-ts)")
 	}
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	srv, url := servertest.Start(t)
 	ctx := context.Background()
-	svc := srv.Service()
-	sp, _ := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
-	a, _ := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
-	b, _ := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "b"})
-	cb, _ := svc.CreateConsumer(ctx, sp.SpaceID, domain.CreateConsumerRequest{RequestID: "cb", ActorID: b.ActorID, View: domain.ViewInbox})
-	ta, _ := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "ta", ActorID: a.ActorID, Scopes: domain.AllScopes()})
-	tb, err := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "tb", ActorID: b.ActorID, Scopes: domain.AllScopes()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	coll, err := svc.CreateCollection(ctx, sp.SpaceID, domain.CreateCollectionRequest{RequestID: "col", SourceActorID: a.ActorID, Scope: "interop notes"})
+	w := apitest.NewWorld(t, srv.Service())
+	coll, err := srv.Service().CreateCollection(ctx, w.SpaceID, domain.CreateCollectionRequest{RequestID: "col", SourceActorID: w.A, Scope: "interop notes"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +42,8 @@ func TestTypeScriptMCPClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, node, "interop.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WAYPOST_URL="+hs.URL, "WAYPOST_TOKEN_A="+ta.Token, "WAYPOST_TOKEN_B="+tb.Token,
-		"WAYPOST_ACTOR_B="+b.ActorID, "WAYPOST_CONSUMER_B="+cb.ConsumerID, "WAYPOST_COLLECTION_A="+coll.CollectionID)
+	cmd.Env = append(os.Environ(), "WAYPOST_URL="+url, "WAYPOST_TOKEN_A="+w.TokA, "WAYPOST_TOKEN_B="+w.TokB,
+		"WAYPOST_ACTOR_B="+w.B, "WAYPOST_CONSUMER_B="+w.CB, "WAYPOST_COLLECTION_A="+coll.CollectionID)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

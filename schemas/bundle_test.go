@@ -15,15 +15,8 @@ import (
 // TestBundledSchemasStandAlone checks that every bundled schema has no external reference, compiles on
 // its own, and accepts and rejects the same examples as the original.
 func TestBundledSchemasStandAlone(t *testing.T) {
-	reg := schemas.MustNew()
-	for _, name := range reg.Names() {
-		if name == schemas.CommonName {
-			continue
-		}
-		b, err := reg.Bundled(name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	t.Parallel()
+	forEachBundled(t, func(name string, b []byte) {
 		if strings.Contains(string(b), schemas.BaseURI) {
 			t.Fatalf("%s: bundled schema still references %s", name, schemas.BaseURI)
 		}
@@ -38,12 +31,12 @@ func TestBundledSchemasStandAlone(t *testing.T) {
 		if _, err := c.Compile("mem://" + name); err != nil {
 			t.Fatalf("%s: bundled schema does not compile: %v", name, err)
 		}
-	}
+	})
 }
 
-// TestPortableSchemasKeepMeaning checks that the portable form of every bundled schema (what MCP clients
-// receive) has no type array and accepts and rejects exactly the examples the original does.
-func TestPortableSchemasKeepMeaning(t *testing.T) {
+// forEachBundled calls check with the bundled form of every schema but the shared definitions.
+func forEachBundled(t *testing.T, check func(name string, bundled []byte)) {
+	t.Helper()
 	reg := schemas.MustNew()
 	for _, name := range reg.Names() {
 		if name == schemas.CommonName {
@@ -53,6 +46,16 @@ func TestPortableSchemasKeepMeaning(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		check(name, b)
+	}
+}
+
+// TestPortableSchemasKeepMeaning checks that the portable form of every bundled schema (what MCP clients
+// receive) has no type array and accepts and rejects exactly the examples the original does.
+func TestPortableSchemasKeepMeaning(t *testing.T) {
+	t.Parallel()
+	reg := schemas.MustNew()
+	forEachBundled(t, func(name string, b []byte) {
 		p, err := schemas.Portable(b)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -75,12 +78,13 @@ func TestPortableSchemasKeepMeaning(t *testing.T) {
 				t.Errorf("%s: %s: original accepts=%v, portable accepts=%v", name, f, want, got)
 			}
 		}
-	}
+	})
 }
 
 // TestStandaloneFailuresNameTheMember checks that a standalone schema reports failures like the registry's,
 // with Field naming a missing or undeclared member, and never more than 100 bytes of a member name.
 func TestStandaloneFailuresNameTheMember(t *testing.T) {
+	t.Parallel()
 	reg := schemas.MustNew()
 	s, err := reg.Compile("args", []byte(`{"type":"object","required":["message_id"],"additionalProperties":false,`+
 		`"properties":{"message_id":{"type":"string","pattern":"^[a-z]+$"}}}`))

@@ -298,6 +298,16 @@ func (s *Schema) Validate(instance []byte) error {
 	return s.r.validateDoc(s.name, s.s, doc, s.limits)
 }
 
+// ValidateChecked is Validate for an instance that already passed strictjson.CheckSyntax: it skips that
+// check, and returns the parsed document (JSON numbers as json.Number) whether or not it is valid.
+func (s *Schema) ValidateChecked(instance []byte) (doc any, err error) {
+	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(instance))
+	if err != nil {
+		return nil, &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
+	}
+	return doc, s.r.validateDoc(s.name, s.s, doc, s.limits)
+}
+
 // ValidateValue marshals v with github.com/go-json-experiment/json and
 // validates the result like [Registry.Validate]. It is meant for tests that
 // check what the service sends.

@@ -28,6 +28,7 @@ func registry(t *testing.T) *Registry {
 }
 
 func TestNewCompilesEverySchema(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	names := r.Names()
 	if !slices.Equal(names, Names()) {
@@ -59,6 +60,7 @@ func TestNewCompilesEverySchema(t *testing.T) {
 }
 
 func TestWantedSchemaSet(t *testing.T) {
+	t.Parallel()
 	want := []string{
 		"admin.actor.create.request", "admin.actor.create.response", "admin.actor.revoke.response",
 		"admin.backup.request", "admin.backup.response",
@@ -82,6 +84,7 @@ func TestWantedSchemaSet(t *testing.T) {
 }
 
 func TestRawAndUnknownNames(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	for _, bad := range []string{"", "nope", "../schemas", "common.json", "testdata/feed.item/valid/message", "."} {
 		if _, ok := Raw(bad); ok {
@@ -105,6 +108,7 @@ func TestRawAndUnknownNames(t *testing.T) {
 // TestExamples validates testdata/<name>/valid/*.json (must pass) and
 // testdata/<name>/invalid/*.json (must fail) for every schema but common.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	dirs, err := os.ReadDir("testdata")
 	if err != nil {
@@ -164,6 +168,7 @@ func TestExamples(t *testing.T) {
 // "additionalProperties": false on every object schema it can reach
 // (following $ref into common.json), except metadata objects.
 func TestRequestSchemasAreClosed(t *testing.T) {
+	t.Parallel()
 	docs := map[string]any{}
 	for _, n := range Names() {
 		raw, _ := Raw(n)
@@ -264,6 +269,7 @@ func TestRequestSchemasAreClosed(t *testing.T) {
 }
 
 func TestValidationErrorPointers(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	err := r.Validate("message.send.request",
 		[]byte(`{"request_id":"bad id","body":{"text":1},"x":true,"recipient_ids":["ok","no/slash"]}`))
@@ -290,6 +296,7 @@ func TestValidationErrorPointers(t *testing.T) {
 }
 
 func TestFeedItemDiscriminatedErrors(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	in := `{"item_id":"f","space_id":"s","visible_seq":"1","item_type":"message","resource_id":"m",
 		"resource_version":1,"producer_id":"p","recipient_ids":[],"thread_id":null,
@@ -305,6 +312,7 @@ func TestFeedItemDiscriminatedErrors(t *testing.T) {
 }
 
 func TestErrorsDoNotEchoStringValues(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	const secret = "whsec-c2VjcmV0"
 	cases := map[string]string{
@@ -326,6 +334,7 @@ func TestErrorsDoNotEchoStringValues(t *testing.T) {
 }
 
 func TestValidateRejectsSyntaxProblems(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	for _, in := range []string{
 		`{"request_id":"r","request_id":"r","body":{"text":""}}`,
@@ -341,6 +350,7 @@ func TestValidateRejectsSyntaxProblems(t *testing.T) {
 }
 
 func TestValidateValue(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	type body struct {
 		Text string `json:"text"`
@@ -360,6 +370,7 @@ func TestValidateValue(t *testing.T) {
 // TestDescribeLimitsAndCodes pins the enumerations to SUPPLEMENT §5.3 and
 // §11.4 so that a change there is a deliberate change here.
 func TestDescribeLimitsAndCodes(t *testing.T) {
+	t.Parallel()
 	raw, _ := Raw("describe.response")
 	var d struct {
 		Properties struct {
@@ -404,6 +415,7 @@ func TestDescribeLimitsAndCodes(t *testing.T) {
 }
 
 func TestConcurrentValidate(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	valid, _ := os.ReadFile(filepath.Join("testdata", "feed.item", "valid", "receipt.json"))
 	invalid, _ := os.ReadFile(filepath.Join("testdata", "feed.item", "invalid", "bad_item_type.json"))
@@ -426,6 +438,7 @@ func TestConcurrentValidate(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	if Version != "0.1.0" || APIVersion != "0.1" || !strings.HasPrefix(Version, APIVersion+".") {
 		t.Errorf("Version %q, APIVersion %q", Version, APIVersion)
 	}
@@ -436,6 +449,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestResourceLimit(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	items := func(n int, stage string) string {
 		parts := make([]string, n)
@@ -498,6 +512,7 @@ func TestResourceLimit(t *testing.T) {
 // TestLimitAnnotations checks that every LimitKeyword names a limit that
 // describe publishes and sits beside an upper-bound keyword.
 func TestLimitAnnotations(t *testing.T) {
+	t.Parallel()
 	raw, _ := Raw("describe.response")
 	var d struct {
 		Properties struct {
@@ -553,6 +568,7 @@ func TestLimitAnnotations(t *testing.T) {
 // documented recipe ("whsec_" + the standard base64 of 32 random bytes): every such secret is accepted,
 // other lengths and alphabets are not.
 func TestWebhookSecretPattern(t *testing.T) {
+	t.Parallel()
 	r := registry(t)
 	req := func(secret string) []byte {
 		return []byte(`{"request_id":"r","consumer_id":"c","event_types":["waypost.message.committed.v1"],` +

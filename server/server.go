@@ -20,6 +20,7 @@ import (
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/channel/chanservice"
@@ -229,7 +230,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	// The channel service's internal API is not mounted: the hubs live in this process and the committers
 	// reach them directly, so nothing on the public listener may publish to them.
-	stack, err := transport.New(dcfg, transport.Options{MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
+	stack, err := transport.New(dcfg, transport.Options{Ops: ops.List(), MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
 		Metrics: rec,
 		HTTP:    httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {

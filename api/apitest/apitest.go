@@ -19,6 +19,7 @@ import (
 
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
@@ -65,7 +66,7 @@ func New(t testing.TB, o Options) *Stack {
 	}
 	stack, err := transport.New(domain.Config{Store: mem.New(), Blobs: blobs, Clock: platform.Clock{}, IDs: platform.IDs{},
 		Logger: log, CursorKey: []byte("apitest-cursor-key-0123456789abcdef"), Webhooks: o.Webhooks, WebhookRetry: o.WebhookRetry},
-		transport.Options{HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, AdminSecret: AdminSecret, Logger: log})
+		transport.Options{Ops: ops.List(), HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, AdminSecret: AdminSecret, Logger: log})
 	if err != nil {
 		t.Fatalf("apitest: %v", err)
 	}
@@ -105,7 +106,10 @@ type World struct {
 }
 
 // World creates a space with two actors through the domain.
-func (s *Stack) World(t testing.TB) World {
+func (s *Stack) World(t testing.TB) World { t.Helper(); return NewWorld(t, s.Svc) }
+
+// NewWorld creates a World through svc, for tests over any deployment (servertest, a Stack).
+func NewWorld(t testing.TB, svc *domain.Service) World {
 	t.Helper()
 	ctx := context.Background()
 	must := func(err error) {
@@ -115,20 +119,20 @@ func (s *Stack) World(t testing.TB) World {
 		}
 	}
 	var w World
-	sp, err := s.Svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
+	sp, err := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	must(err)
 	w.SpaceID = sp.SpaceID
-	a, err := s.Svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
+	a, err := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
 	must(err)
-	b, err := s.Svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "b"})
+	b, err := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "b"})
 	must(err)
 	w.A, w.B = a.ActorID, b.ActorID
-	cb, err := s.Svc.CreateConsumer(ctx, sp.SpaceID, domain.CreateConsumerRequest{RequestID: "cb", ActorID: w.B, View: domain.ViewInbox})
+	cb, err := svc.CreateConsumer(ctx, sp.SpaceID, domain.CreateConsumerRequest{RequestID: "cb", ActorID: w.B, View: domain.ViewInbox})
 	must(err)
 	w.CB = cb.ConsumerID
-	ta, err := s.Svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "ta", ActorID: w.A, Scopes: domain.AllScopes()})
+	ta, err := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "ta", ActorID: w.A, Scopes: domain.AllScopes()})
 	must(err)
-	tb, err := s.Svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "tb", ActorID: w.B, ConsumerID: w.CB, Scopes: domain.AllScopes()})
+	tb, err := svc.CreateToken(ctx, sp.SpaceID, domain.CreateTokenRequest{RequestID: "tb", ActorID: w.B, ConsumerID: w.CB, Scopes: domain.AllScopes()})
 	must(err)
 	w.TokA, w.TokB = ta.Token, tb.Token
 	return w

@@ -87,15 +87,16 @@ func RequestID(raw []byte) string {
 	return ""
 }
 
-// DecodeRequest does what a transport does with a JSON request body, with one syntax check and one parse
-// for both the request_id and the schema: CheckSyntax, then the named request schema (Validate), then strict
-// decoding into v. It returns the body's request_id (see RequestID) once the syntax is valid, also with a
-// later error.
-func DecodeRequest(reg *schemas.Registry, schema string, raw []byte, v any) (string, error) {
+// DecodeRequest does what a transport does with a JSON request, with one syntax check and one parse for
+// both the request_id and the schema: CheckSyntax, then validate (which parses the document once and checks
+// it against the request's schema: schemas.Registry.ValidateChecked or schemas.Schema.ValidateChecked),
+// then strict decoding into v. It returns the request's request_id (see RequestID) once the syntax is
+// valid, also with a later error.
+func DecodeRequest(raw []byte, validate func([]byte) (any, error), v any) (string, error) {
 	if err := CheckSyntax(raw); err != nil {
 		return "", err
 	}
-	doc, err := reg.ValidateChecked(schema, raw)
+	doc, err := validate(raw)
 	rid := ""
 	if obj, ok := doc.(map[string]any); ok {
 		if s, ok := obj["request_id"].(string); ok && domain.ValidRequestID(s) {

@@ -10,6 +10,7 @@ import (
 // body declared as another type or not declared at all, before doing anything; application/json with
 // parameters passes, and a bodiless call may omit the header.
 func TestJSONRoutesRequireJSONContentType(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	send := func(id string) map[string]any {
@@ -54,6 +55,7 @@ func TestJSONRoutesRequireJSONContentType(t *testing.T) {
 // TestBlobDownloadHeaders: blob content is never sniffed or run in the service's origin: nosniff and a
 // sandbox CSP on every download, and an attachment disposition for the types a browser would render or run.
 func TestBlobDownloadHeaders(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	for _, tc := range []struct {
@@ -104,6 +106,7 @@ func mustJSON(t *testing.T, v any) string {
 // /admin/v0/spaces/{space_id}; a credential over its bucket gets 429 RATE_LIMITED with Retry-After, and
 // another credential of the space is not affected.
 func TestRateLimitOverHTTP(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	desc := m1Decode[map[string]any](t, m.call("GET", "/v0/describe", w.aTok, nil, "describe.response"))

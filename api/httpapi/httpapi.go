@@ -6,7 +6,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/httpx"
 	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/schemas"
@@ -93,7 +93,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	set := opts.Ops
 	if set == nil {
 		var err error
-		if set, err = ops.NewSet(reg); err != nil {
+		if set, err = ops.NewSet(reg, ops.List()); err != nil {
 			return nil, fmt.Errorf("httpapi: %w", err)
 		}
 	}
@@ -144,7 +144,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 // closes the connection after at most a short, bounded drain of what the client still sends (bodyGuard.finish).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	rec := newStatusRecorder(w)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		rec.body = newBodyGuard(r.Body, http.NewResponseController(w), a.bodyTimeout)
 		r.Body = rec.body
@@ -189,46 +189,27 @@ func isLongPoll(r *http.Request) bool {
 
 func (a *API) logRequest(r *http.Request, rec *statusRecorder, start time.Time) {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.Status),
 		slog.String("code", rec.code), slog.String("request_id", rec.requestID), slog.Duration("duration", time.Since(start)))
 }
 
+// statusRecorder records what the request log says of an answer: the status, the error code and the
+// request_id; an answer given before the body was read to its end closes the connection.
 type statusRecorder struct {
-	http.ResponseWriter
-	status      int
-	code        string
-	requestID   string
-	body        *bodyGuard // nil for a request without a body
-	wroteHeader bool
+	*httpx.Recorder
+	code      string
+	requestID string
+	body      *bodyGuard // nil for a request without a body
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
-	if !s.wroteHeader {
-		s.wroteHeader = true
+func newStatusRecorder(w http.ResponseWriter) *statusRecorder {
+	s := &statusRecorder{Recorder: httpx.NewRecorder(w)}
+	s.BeforeHeader = func(h http.Header) {
 		if s.body != nil && !s.body.complete() {
-			s.Header().Set("Connection", "close")
+			h.Set("Connection", "close")
 		}
 	}
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// Write writes the body, the header first if the handler did not.
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if !s.wroteHeader {
-		s.WriteHeader(http.StatusOK)
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush lets long polls flush through the recorder.
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	return s
 }
 
 // Envelope is the RFC §5.2 result envelope (the one both transports answer with).
@@ -236,13 +217,7 @@ type Envelope = boundary.Envelope
 
 func (a *API) readID() string { return a.answer.NewID() }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { _ = httpx.WriteJSON(w, status, v) }
 
 func (a *API) ok(w http.ResponseWriter, requestID string, data any) {
 	a.reply(w, nil, "", requestID, data, nil)

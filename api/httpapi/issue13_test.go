@@ -18,6 +18,7 @@ func (m *m1) admin(method, path string, body map[string]any, schema string) map[
 // exists is INVALID_REQUEST (400, retryable false, details.field collection_id), not a retryable 503; the
 // replay of the first create still returns its result.
 func TestIssue13_DuplicateCollectionIDIsNotRetryable(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	sp := "/spaces/" + w.space
@@ -47,6 +48,7 @@ func TestIssue13_DuplicateCollectionIDIsNotRetryable(t *testing.T) {
 // request_id with other content is IDEMPOTENCY_CONFLICT), and a PATCH that changes nothing keeps
 // view_revision and every cursor.
 func TestIssue13_AdminChangesHonourRequestID(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	sp := "/spaces/" + w.space
@@ -105,6 +107,7 @@ func TestIssue13_AdminChangesHonourRequestID(t *testing.T) {
 // TestIssue13_DefaultRecipientCannotBeRevoked (issue 13 item 7): revoking the space's default recipient is
 // refused with a clear INVALID_REQUEST, and describe never advertises a revoked actor.
 func TestIssue13_DefaultRecipientCannotBeRevoked(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	sp := "/spaces/" + w.space
@@ -131,6 +134,7 @@ func TestIssue13_DefaultRecipientCannotBeRevoked(t *testing.T) {
 // future is INVALID_REQUEST (details.field expires_at), and a blob.reference grant on a blob that does not
 // exist is NOT_FOUND; neither is created.
 func TestIssue13_TokenExpiryAndBlobGrantChecked(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	sp := "/admin/v0/spaces/" + w.space

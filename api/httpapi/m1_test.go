@@ -228,6 +228,7 @@ func (m *m1) upload(token string, content []byte, contentType, filename string) 
 // conflicting, after seal), commit and its replay, metadata and the content with its ETag, and the errors
 // of each step, every response checked against its schema.
 func TestM1BlobRoutes(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	content := []byte("# Decision\n\nShip the mailbox first.\n")
@@ -321,6 +322,7 @@ func TestM1BlobRoutes(t *testing.T) {
 // shapes), read with paging pinned to a revision and tombstones, export as JSON, Markdown and ZIP (files at
 // their paths), status, and the memory_revision item in the grant holder's inbox and feed.wait page.
 func TestM1MemoryRoutes(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	files := map[string][]byte{
@@ -531,6 +533,7 @@ func TestM1MemoryRoutes(t *testing.T) {
 // TestM1Attachments: a message with an unsealed attachment is BLOB_NOT_SEALED over HTTP and publishes
 // nothing; once sealed, the recipient with blob.read downloads it and a recipient without it gets NOT_FOUND.
 func TestM1Attachments(t *testing.T) {
+	t.Parallel()
 	m := newM1(t)
 	w := m.world()
 	content := []byte("attachment")

@@ -102,6 +102,7 @@ type wireSub struct {
 // answers the challenge: activation, replay, renewal, health after a delivery, status, idempotent stop, and
 // the errors of each call; no response and no log line carries the secret.
 func TestSubscriptionRoutes(t *testing.T) {
+	t.Parallel()
 	logs := &apitest.LogBuffer{}
 	h := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true), Log: logs})
 	recv := apitest.NewReceiver(t)
@@ -238,6 +239,7 @@ func (h *hooks) noSecretInLogs(logs *apitest.LogBuffer) {
 // WEBHOOK_VERIFICATION_FAILED (422, not retryable); the same request_id replays that failure without a
 // second challenge, and status reports it.
 func TestSubscriptionVerificationFailed(t *testing.T) {
+	t.Parallel()
 	logs := &apitest.LogBuffer{}
 	h := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true), Log: logs})
 	recv := apitest.NewReceiver(t)
@@ -293,6 +295,7 @@ func errorOf(t *testing.T, body []byte) []byte {
 // TestSubscriptionForbiddenTargets: targets the address rules refuse are FORBIDDEN_TARGET (422) before any
 // connection: a private address even when loopback is allowed, and http:// unless AllowHTTP is set.
 func TestSubscriptionForbiddenTargets(t *testing.T) {
+	t.Parallel()
 	recv := apitest.NewReceiver(t)
 	loose := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	for _, target := range []string{"https://10.0.0.1/hook", "http://10.0.0.1/hook", "https://169.254.169.254/latest",
@@ -312,6 +315,7 @@ func TestSubscriptionForbiddenTargets(t *testing.T) {
 // TestSubscriptionsUnsupported: without a webhook sender, describe says webhook_events=false and every
 // subscription call answers UNSUPPORTED; so does redelivery on the admin plane.
 func TestSubscriptionsUnsupported(t *testing.T) {
+	t.Parallel()
 	h := newHooks(t, apitest.Options{})
 	d := m1Decode[domain.DescribeResult](t, h.call("GET", "/v0/describe", h.w.TokB, nil, "describe.response"))
 	if d.Capabilities.WebhookEvents {
@@ -343,6 +347,7 @@ type wireDelivery struct {
 // the admin plane; redelivery makes it pending with a fresh schedule, and the next worker pass delivers the
 // same event (same id) once the receiver accepts it.
 func TestAdminDeliveries(t *testing.T) {
+	t.Parallel()
 	h := newHooks(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	recv := apitest.NewReceiver(t)
 	recv.SetStatus(http.StatusGone)

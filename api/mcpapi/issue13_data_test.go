@@ -99,6 +99,7 @@ func (e *env) inboxCount(token, consumer string) int {
 // existing thread may be used only by an actor that can see a message of it; anyone else is FORBIDDEN over
 // HTTP and MCP and nothing is published. A recipient may continue the thread; a new thread_id starts one.
 func TestIssue13_JoiningAThreadNeedsAccess(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	c := e.party("c")
 	sc, sb := e.session(c.token), e.session(e.tokB)
@@ -152,6 +153,7 @@ func TestIssue13_JoiningAThreadNeedsAccess(t *testing.T) {
 // TestIssue13_SourceSeesOwnRevisions (issue 13 item 10, RFC §4/§8): the inbox view of a collection's source
 // actor includes the collection's revisions (it may read them), over HTTP and MCP.
 func TestIssue13_SourceSeesOwnRevisions(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	ca, err := e.svc.CreateConsumer(ctx, e.space.SpaceID, domain.CreateConsumerRequest{RequestID: "ca", ActorID: e.a, View: domain.ViewInbox})
@@ -186,6 +188,7 @@ func TestIssue13_SourceSeesOwnRevisions(t *testing.T) {
 // (and the revision): a later page without the flag continues with the cursor's value; a different explicit
 // value is INVALID_CURSOR. Over HTTP and MCP.
 func TestIssue13_MemoryCursorKeepsParameters(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-t", e.a))
@@ -232,6 +235,7 @@ func TestIssue13_MemoryCursorKeepsParameters(t *testing.T) {
 // TestIssue13_BlobReadableFromOldRevisions (issue 13 item 12): a blob stays readable by the collection's
 // readers for as long as a readable revision references it, however many revisions followed.
 func TestIssue13_BlobReadableFromOldRevisions(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-old", e.a))
@@ -281,6 +285,7 @@ func TestIssue13_BlobReadableFromOldRevisions(t *testing.T) {
 // TestIssue13_LimitsAnswerResourceLimit (issue 13 item 13, SUPPLEMENT §5.3): feed.wait timeout_ms above
 // feed_wait_max_ms and a manifest over memory_manifest_changes_max are RESOURCE_LIMIT, over HTTP and MCP.
 func TestIssue13_LimitsAnswerResourceLimit(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	s := e.session(e.tokB)
@@ -314,6 +319,7 @@ func TestIssue13_LimitsAnswerResourceLimit(t *testing.T) {
 // character) is INVALID_REQUEST (400) naming the parameter, not NOT_FOUND; and no error repeats more than the
 // first 100 bytes of a caller's value, wherever the value is (path, query, member name, argument).
 func TestIssue13_MalformedPathIDsAndEchoes(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	long := strings.Repeat("z", 97)
 	sp := "/admin/v0/spaces/" + e.space.SpaceID
@@ -387,6 +393,7 @@ func TestIssue13_MalformedPathIDsAndEchoes(t *testing.T) {
 // RFC (§4.2: a message that omits recipient_ids goes to the default recipient): an empty recipient_ids names
 // no one and is INVALID_REQUEST over HTTP, over MCP and in the domain itself; omitting it reaches the default.
 func TestIssue13_EmptyRecipientIDsRefused(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	body := map[string]any{"request_id": "empty-1", "recipient_ids": []string{}, "body": map[string]any{"text": "x"}}

@@ -159,6 +159,7 @@ func (e *env) everyToolCall(sa, sb *mcp.ClientSession) map[string]*mcp.CallToolR
 // its envelope serialized in a text block that parses as the same JSON as structuredContent, so a host that
 // shows the model only content (or a client before 2025-06-18) sees message bodies and inbox items.
 func TestIssue13_MCPContentCarriesJSON(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	sa, sb := e.session(e.tokA), e.session(e.tokB)
 	results := e.everyToolCall(sa, sb)
@@ -204,6 +205,7 @@ func TestIssue13_MCPContentCarriesJSON(t *testing.T) {
 // schemas in schemas/, every result validates against it, and no input schema uses a JSON Schema type
 // array (["string","null"]), which several hosts reject.
 func TestIssue13_MCPToolSchemas(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	sa, sb := e.session(e.tokA), e.session(e.tokB)
 	res, err := sa.ListTools(context.Background(), nil)
@@ -276,6 +278,7 @@ func typeArray(raw []byte) (string, bool) {
 // name or invalid UTF-8 is a JSON-RPC parse error (-32700) in a JSON body, and the send it carries is not
 // committed; an unknown method is a JSON-RPC error object (-32601) with the request's ID.
 func TestIssue13_MCPStrictJSONRPC(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	send := func(rid string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"waypost_send","arguments":{"request_id":"` + rid +
@@ -321,6 +324,7 @@ func TestIssue13_MCPStrictJSONRPC(t *testing.T) {
 // tool whose HTTP form takes it from the path or query is INVALID_REQUEST naming the field, in the message
 // and in details.field, like the tools validated by the schemas in schemas/.
 func TestIssue13_MCPIDArgumentErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	s := e.session(e.tokA)
 	long := strings.Repeat("x", 129) // over max_id_bytes and max_request_id_bytes

@@ -75,7 +75,7 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 			}
 		}
 		var err error
-		if set, err = ops.NewSet(reg); err != nil {
+		if set, err = ops.NewSet(reg, ops.DataPlane()); err != nil {
 			return nil, fmt.Errorf("mcpapi: %w", err)
 		}
 	}

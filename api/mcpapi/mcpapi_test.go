@@ -138,6 +138,7 @@ func (e *env) http(method, path, token string, body any) (map[string]any, int) {
 }
 
 func TestToolsListNamesAndSchemas(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	s := e.session(e.tokA)
 	res, err := s.ListTools(context.Background(), nil)
@@ -162,6 +163,7 @@ func TestToolsListNamesAndSchemas(t *testing.T) {
 }
 
 func TestUnauthenticatedIsRejected(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	for _, tok := range []string{"", "wpt_not-a-real-token-000000000000000000000000000000"} {
 		req, _ := http.NewRequest("POST", e.url+"/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)))
@@ -182,6 +184,7 @@ func TestUnauthenticatedIsRejected(t *testing.T) {
 }
 
 func TestMailboxLoopOverMCP(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	sa, sb := e.session(e.tokA), e.session(e.tokB)
 	d, isErr := e.call(sa, "waypost_describe", map[string]any{})
@@ -217,6 +220,7 @@ func TestMailboxLoopOverMCP(t *testing.T) {
 // TestIdempotencyAcrossTransports is P01 across HTTP and MCP: a send retried over the other transport
 // returns the original result and publishes nothing new.
 func TestIdempotencyAcrossTransports(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	s := e.session(e.tokA)
 	body := func(rid string) map[string]any {
@@ -246,6 +250,7 @@ func TestIdempotencyAcrossTransports(t *testing.T) {
 
 // TestSameErrorsOverHTTPAndMCP runs one operation table through both transports and compares outcomes.
 func TestSameErrorsOverHTTPAndMCP(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	s := e.session(e.tokA)
 	e.http("POST", "/v0/messages", e.tokA, map[string]any{"request_id": "dup", "recipient_ids": []string{e.b}, "body": map[string]any{"text": "one"}})

@@ -10,12 +10,13 @@ import (
 
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/mem"
 )
 
@@ -34,14 +35,10 @@ func (s *seen) Request(op, outcome string, _ time.Duration) {
 // TestOperationsAreMeasured: an operation is measured under its name with its outcome, whether it arrives
 // as an MCP tool call or over HTTP.
 func TestOperationsAreMeasured(t *testing.T) {
-	blobs, err := fsblob.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &seen{}
-	stack, err := transport.New(domain.Config{Store: mem.New(), Blobs: blobs, Clock: platform.Clock{}, IDs: platform.IDs{},
+	stack, err := transport.New(domain.Config{Store: mem.New(), Blobs: domaintest.TempBlobs(t), Clock: platform.Clock{}, IDs: platform.IDs{},
 		CursorKey: []byte("metrics-test-cursor-key-0123456789abcdef")},
-		transport.Options{HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, Metrics: rec})
+		transport.Options{Ops: ops.List(), HTTP: httpapi.Over(httpapi.Options{}), MCP: mcpapi.Over, Metrics: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,7 @@ func (e *env) data(env map[string]any, schema string) map[string]any {
 // TestSubscriptionToolsOverMCP: subscribe, list, status and unsubscribe through MCP against a real
 // receiver, each result checked against the same schema as over HTTP; no tool result carries the secret.
 func TestSubscriptionToolsOverMCP(t *testing.T) {
+	t.Parallel()
 	e, w := hookEnv(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	recv := apitest.NewReceiver(t)
 	s := e.session(w.TokB)
@@ -102,6 +103,7 @@ func TestSubscriptionToolsOverMCP(t *testing.T) {
 // descriptions say when they answer UNSUPPORTED, and waypost_subscribe's input schema is the HTTP body
 // schema with the secret pattern.
 func TestSubscriptionToolsListedAndDescribed(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{true, false} {
 		o := apitest.Options{}
 		if on {
@@ -139,6 +141,7 @@ func TestSubscriptionToolsListedAndDescribed(t *testing.T) {
 
 // TestSameSubscriptionErrorsOverHTTPAndMCP runs the subscription error table through both transports.
 func TestSameSubscriptionErrorsOverHTTPAndMCP(t *testing.T) {
+	t.Parallel()
 	e, w := hookEnv(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	off, wOff := hookEnv(t, apitest.Options{})
 	strictEnv, wStrict := hookEnv(t, apitest.Options{Webhooks: apitest.Sender(t, false)})

@@ -20,10 +20,14 @@ const (
 // adminSpace is the prefix of the control-plane routes of one space.
 const adminSpace = "/admin/v0/spaces/{space_id}"
 
-// List returns every operation: the data plane (SUPPLEMENT §11.1), the webhook subscriptions (RFC §12.3)
-// and the control plane (SUPPLEMENT §11.3). The status operations keep this order.
-func List() []*Op {
-	all := append(append(dataOps(), subscriptionOps()...), adminOps()...)
+// List returns every operation: the data plane (DataPlane) and the control plane (SUPPLEMENT §11.3).
+func List() []*Op { return append(DataPlane(), adminOps()...) }
+
+// DataPlane returns the operations a space's token calls: SUPPLEMENT §11.1 and the webhook subscriptions
+// (RFC §12.3), every MCP tool among them. (The MCP function serves these alone, which keeps the control
+// plane out of its binary: issue 17's size budget.) The status operations keep this order.
+func DataPlane() []*Op {
+	all := append(dataOps(), subscriptionOps()...)
 	var writes []string
 	for _, o := range all {
 		if o.Submission {

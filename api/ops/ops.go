@@ -20,7 +20,6 @@ import (
 
 	"github.com/waypost/waypost/api/boundary"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -232,9 +231,9 @@ type Set struct {
 	tools  map[string]*schemas.Schema // op name → compiled Tool.Args
 }
 
-// NewSet compiles the inline schemas of [List] against reg.
-func NewSet(reg *schemas.Registry) (*Set, error) {
-	s := &Set{reg: reg, list: List(), byName: map[string]*Op{}, args: map[string]*schemas.Schema{}, tools: map[string]*schemas.Schema{}}
+// NewSet compiles the inline schemas of list ([List], or [DataPlane]) against reg.
+func NewSet(reg *schemas.Registry, list []*Op) (*Set, error) {
+	s := &Set{reg: reg, list: list, byName: map[string]*Op{}, args: map[string]*schemas.Schema{}, tools: map[string]*schemas.Schema{}}
 	for _, o := range s.list {
 		if _, dup := s.byName[o.Name]; dup {
 			return nil, fmt.Errorf("ops: two operations are named %s", o.Name)
@@ -272,16 +271,10 @@ func (s *Set) Op(name string) *Op { return s.byName[name] }
 // path parameters of an HTTP call (pathValue; nil over MCP) filled in. It returns the request_id the
 // document carries ("" when none is valid), for the error envelope.
 func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string) (req any, requestID string, err error) {
-	if err := boundary.CheckSyntax(raw); err != nil {
-		return nil, "", err
-	}
-	rid := boundary.RequestID(raw)
-	if err := s.validate(o, raw, tool); err != nil {
-		return nil, rid, err
-	}
 	v := o.newReq()
-	if err := strictjson.DecodeBytes(raw, v.Interface()); err != nil {
-		return nil, rid, boundary.Invalid(err)
+	rid, err := boundary.DecodeRequest(raw, s.validator(o, tool), v.Interface())
+	if err != nil {
+		return nil, rid, err
 	}
 	if pathValue != nil {
 		for _, f := range o.paths {
@@ -291,17 +284,16 @@ func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string
 	return v.Interface(), rid, nil
 }
 
-func (s *Set) validate(o *Op, raw []byte, tool bool) error {
+// validator is the schema check of o's request (its tool's arguments when tool is set), on a document that
+// passed the syntax check.
+func (s *Set) validator(o *Op, tool bool) func([]byte) (any, error) {
 	if c := s.tools[o.Name]; tool && c != nil {
-		return boundary.Invalid(c.Validate(raw))
+		return c.ValidateChecked
 	}
 	if c := s.args[o.Name]; c != nil {
-		return boundary.Invalid(c.Validate(raw))
+		return c.ValidateChecked
 	}
-	if o.Request != "" {
-		return boundary.Validate(s.reg, o.Request, raw)
-	}
-	return nil
+	return func(raw []byte) (any, error) { return s.reg.ValidateChecked(o.Request, raw) }
 }
 
 // ToolSchema returns the tool's argument schema as a standalone, portable JSON document (no references,
@@ -322,15 +314,14 @@ func (s *Set) ToolSchema(o *Op) (json.RawMessage, error) {
 	return schemas.Portable(raw)
 }
 
-// HasBody reports whether the operation's HTTP method carries a JSON body.
-func (o *Op) HasBody() bool {
-	return o.Method == http.MethodPost || o.Method == http.MethodPut || o.Method == http.MethodPatch
-}
+// HasBody reports whether the operation's HTTP request carries a JSON body: it names a Request schema and
+// its method is not GET (a DELETE may take one, as a revoke does).
+func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodGet }
 
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
 func StatusOperations() []string {
 	var names []string
-	for _, o := range List() {
+	for _, o := range DataPlane() {
 		if o.Submission {
 			names = append(names, o.Name)
 		}

@@ -9,7 +9,6 @@
 package transport
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/echo"
+	"github.com/waypost/waypost/internal/httpx"
 	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/schemas"
 )
@@ -48,7 +48,10 @@ type Options struct {
 	// (httpapi.Over); nil serves MCP alone, NOT_FOUND elsewhere.
 	HTTP func(p Parts, mounts map[string]http.Handler) (http.Handler, error)
 	// MCP builds the MCP endpoint, served at /mcp (mcpapi.Over); nil serves none.
-	MCP         func(p Parts) (http.Handler, error)
+	MCP func(p Parts) (http.Handler, error)
+	// Ops are the operations served: ops.List, or ops.DataPlane where the control plane is not (the MCP
+	// function: it keeps the control plane's descriptors out of its binary).
+	Ops         []*ops.Op
 	AdminSecret string
 	// Logger receives the transports' logs; nil discards them.
 	Logger  *slog.Logger
@@ -70,8 +73,8 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.HTTP == nil && o.MCP == nil {
-		return nil, fmt.Errorf("transport: no transport to serve")
+	if o.HTTP == nil && o.MCP == nil || len(o.Ops) == 0 {
+		return nil, fmt.Errorf("transport: no transport or no operation to serve")
 	}
 	svc, err := domain.New(cfg)
 	if err != nil {
@@ -81,7 +84,7 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: loading schemas: %w", err)
 	}
-	set, err := ops.NewSet(reg)
+	set, err := ops.NewSet(reg, o.Ops)
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
@@ -114,35 +117,14 @@ func mcpOnly(mcp http.Handler, answer boundary.Answerer) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		env, _ := answer.Answer(r.Context(), "", "", nil,
 			domain.Errorf(domain.CodeNotFound, "no such route: %s %s (this function serves /mcp)", echo.Clip(r.Method), echo.Clip(r.URL.Path)))
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(env)
+		_ = httpx.WriteJSON(w, http.StatusNotFound, env)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := httpx.NewRecorder(w)
 		w.Header().Set("Cache-Control", "no-store")
 		mux.ServeHTTP(rec, r)
 		answer.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.Int("status", rec.Status), slog.Duration("duration", time.Since(start)))
 	})
 }
-
-// statusRecorder records the status of a response.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader records the status.
-func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
-
-// Flush lets streamed responses through.
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

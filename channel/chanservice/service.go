@@ -47,6 +47,7 @@ import (
 
 	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/httpx"
 	"github.com/waypost/waypost/internal/platform"
 )
 
@@ -170,7 +171,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(time.Now().Add(BodyTimeout))
 	b := &eofBody{ReadCloser: r.Body, rc: rc}
 	r.Body = b
-	s.mux.ServeHTTP(&closeUnread{ResponseWriter: w, body: b}, r)
+	rec := httpx.NewRecorder(w)
+	rec.BeforeHeader = func(h http.Header) { // an answer before the body's end closes the connection
+		if !b.done() {
+			h.Set("Connection", "close")
+		}
+	}
+	s.mux.ServeHTTP(rec, r)
 	if !b.done() {
 		_ = rc.SetReadDeadline(time.Now()) // the server's clean-up read of the rest fails at once
 	}
@@ -200,33 +207,6 @@ func (b *eofBody) done() bool {
 	defer b.mu.Unlock()
 	return b.eof
 }
-
-// closeUnread adds Connection: close to an answer written before the request body was read to its end.
-type closeUnread struct {
-	http.ResponseWriter
-	body        *eofBody
-	wroteHeader bool
-}
-
-func (c *closeUnread) WriteHeader(code int) {
-	if !c.wroteHeader {
-		c.wroteHeader = true
-		if !c.body.done() {
-			c.Header().Set("Connection", "close")
-		}
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *closeUnread) Write(p []byte) (int, error) {
-	if !c.wroteHeader {
-		c.WriteHeader(http.StatusOK)
-	}
-	return c.ResponseWriter.Write(p)
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (c *closeUnread) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // HubFor returns the hub of a space, creating it on first use. The embedded
 // server uses it to subscribe and wait in-process. spaceID is trusted (it

@@ -8,21 +8,12 @@ import (
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/store/fsblob"
-	"github.com/waypost/waypost/store/mem"
 )
 
 // TestPollerServesFeedWait checks that feed.wait over a Poller returns an item committed while it waits,
 // and an empty page at its timeout when nothing commits.
 func TestPollerServesFeedWait(t *testing.T) {
-	nb := func(t testing.TB) domaintest.Backend {
-		b, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: mem.New(), Blobs: b}
-	}
-	f := domaintest.New(t, nb, func(c *domain.Config) {
+	f := domaintest.New(t, domaintest.MemBackend, func(c *domain.Config) {
 		c.Watcher = livefeed.Poller{Interval: 20 * time.Millisecond}
 		c.Clock = realClock{}
 	})

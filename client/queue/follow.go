@@ -7,6 +7,7 @@ import (
 
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/wait"
 )
 
 // Waiter is the long poll Follow waits with (feed.wait); *client.Client implements it.
@@ -68,7 +69,7 @@ func (q *Queue) Follow(ctx context.Context, w Waiter, opts FollowOptions, handle
 		if opts.OnRetry != nil {
 			opts.OnRetry(err, backoff)
 		}
-		return sleepCtx(ctx, backoff)
+		return wait.Sleep(ctx, backoff)
 	}
 	polling := false
 	for {
@@ -102,7 +103,7 @@ func (q *Queue) Follow(ctx context.Context, w Waiter, opts FollowOptions, handle
 		}
 		// Wait for something new.
 		if polling {
-			if sleepCtx(ctx, opts.PollInterval) != nil {
+			if wait.Sleep(ctx, opts.PollInterval) != nil {
 				return nil
 			}
 			continue
@@ -142,15 +143,4 @@ func (q *Queue) cursor() (*string, error) {
 	}
 	s := string(c)
 	return &s, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

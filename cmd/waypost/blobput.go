@@ -216,7 +216,7 @@ func (p *blobPutter) attempt(ctx context.Context, src blobSource, st *uploadStat
 		body := &meterReader{r: rc, m: m}
 		r, err := p.cl.UploadPrepared(ctx, prep, src.size, body)
 		if err != nil || r.AlreadyUploaded {
-			m.add(-body.n) // the bytes of this attempt did not count
+			m.add(-body.n.Load()) // the bytes of this attempt did not count
 			if err == nil {
 				m.add(src.size)
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -85,16 +86,17 @@ func (m *meter) finish() {
 	_ = m.bar.Finish()
 }
 
-// meterReader counts the bytes read through it on a meter.
+// meterReader counts the bytes read through it on a meter. n is atomic: the HTTP transport may still be
+// reading the body in its own goroutine when the request already returned (an early answer).
 type meterReader struct {
 	r io.Reader
 	m *meter
-	n int64
+	n atomic.Int64
 }
 
 func (r *meterReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
-	r.n += int64(n)
+	r.n.Add(int64(n))
 	r.m.add(int64(n))
 	return n, err
 }

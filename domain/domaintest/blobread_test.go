@@ -33,7 +33,7 @@ func sealedBlob(t *testing.T, f *domaintest.Fixture, p *domain.Principal, text s
 // grant put into it.
 func TestBlobReadableThroughOlderRevisionsAndBySource(t *testing.T) {
 	ctx := context.Background()
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	source, writer, reader, stranger := f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	coll, err := f.Svc.CreateCollection(ctx, sp.SpaceID, domain.CreateCollectionRequest{RequestID: "c", SourceActorID: source.ActorID, Scope: "notes"})
@@ -80,7 +80,7 @@ func TestBlobReadableThroughOlderRevisionsAndBySource(t *testing.T) {
 // now belongs to an older view revision; a new ack with that cursor gets CURSOR_SCOPE_CHANGED.
 func TestAckReplayAfterViewChange(t *testing.T) {
 	ctx := context.Background()
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	f.Send(a.P, "hi", b.ActorID)

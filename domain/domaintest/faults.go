@@ -19,6 +19,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/faulty"
 )
 
 // RunFailureMatrix runs the failure matrix of SUPPLEMENT §7.4 against a storage adapter, one named subtest
@@ -43,21 +44,21 @@ import (
 // gives each of its checks a new space (and a new service) on its backend. Property failures print the rapid
 // seed that reproduces them.
 func RunFailureMatrix(t *testing.T, nb NewBackend) {
-	t.Run("1_before_reservation_stored", func(t *testing.T) { mxPerPath(t, nb, mxRow1) })
-	t.Run("2_after_reserve_before_body", func(t *testing.T) { mxPerPath(t, nb, mxRow2) })
-	t.Run("3_after_body_before_commit", func(t *testing.T) { mxPerPath(t, nb, mxRow3) })
-	t.Run("4_commit_transaction_fails", func(t *testing.T) { mxPerPath(t, nb, mxRow4) })
-	t.Run("5_after_commit_response_lost", func(t *testing.T) { mxPerPath(t, nb, mxRow5) })
-	t.Run("6_credential_revoked_between_reserve_and_commit", func(t *testing.T) { mxPerPath(t, nb, mxRow6) })
-	t.Run("7_blob_stored_seal_metadata_lost", func(t *testing.T) { mxRow7(t, nb) })
+	t.Run("1_before_reservation_stored", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow1) })
+	t.Run("2_after_reserve_before_body", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow2) })
+	t.Run("3_after_body_before_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow3) })
+	t.Run("4_commit_transaction_fails", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow4) })
+	t.Run("5_after_commit_response_lost", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow5) })
+	t.Run("6_credential_revoked_between_reserve_and_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow6) })
+	t.Run("7_blob_stored_seal_metadata_lost", func(t *testing.T) { t.Parallel(); mxRow7(t, nb) })
 	t.Run("8_process_killed_mid_load_embedded", func(t *testing.T) {
 		// Row 8 needs a real process killed (SIGKILL) under load and a restart on the same data directory; an
 		// in-process test cannot lose its own process. It is covered with child processes by
 		// store/pebble TestKilledMidLoad (the store) and e2e TestKillDuringConcurrentSends (the server).
 		t.Skip("process kill needs a real process: see store/pebble TestKilledMidLoad and e2e TestKillDuringConcurrentSends")
 	})
-	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { mxP03(t, nb) })
-	t.Run("P04_referential_integrity", func(t *testing.T) { mxP04(t, nb) })
+	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { t.Parallel(); mxP03(t, nb) })
+	t.Run("P04_referential_integrity", func(t *testing.T) { t.Parallel(); mxP04(t, nb) })
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -194,35 +195,33 @@ func (in *mxInjector) putBack(f *mxFault) {
 	in.armed, in.fired = f, false
 }
 
-// mxStore wraps an ItemStore and injects the armed fault into the matching transaction.
-type mxStore struct {
-	port.ItemStore
-	inj *mxInjector
-}
-
-func (s *mxStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
-	ph, ops := s.classify(ctx, tx)
-	f := s.inj.take(ph)
-	if f == nil {
-		return s.ItemStore.Commit(ctx, tx)
-	}
-	if f.hook != nil {
-		f.hook()
-	}
-	switch f.mode {
-	case mxFailBefore:
-		return 0, fmt.Errorf("%s transaction: %w", ph, errMxInjected)
-	case mxFailAfter:
-		if _, err := s.ItemStore.Commit(ctx, tx); err != nil {
-			s.inj.putBack(f)
-			return 0, err
+// commit injects the armed fault into the matching transaction (store/faulty's commit interception).
+// inner is the wrapped store, read to classify counter transactions.
+func (in *mxInjector) commit(inner port.ItemStore) func(ctx context.Context, tx port.Tx, next faulty.CommitStep) (uint64, error) {
+	return func(ctx context.Context, tx port.Tx, next faulty.CommitStep) (uint64, error) {
+		ph, ops := mxClassify(ctx, inner, tx)
+		f := in.take(ph)
+		if f == nil {
+			return next(ctx, tx)
 		}
-		return 0, fmt.Errorf("%s transaction applied, response lost: %w", ph, errMxInjected)
-	case mxCondition:
-		i := f.condOp(ops)
-		return 0, &port.ConditionFailedError{Index: i, Key: ops[i].Item.Key}
-	default:
-		return s.ItemStore.Commit(ctx, tx)
+		if f.hook != nil {
+			f.hook()
+		}
+		switch f.mode {
+		case mxFailBefore:
+			return 0, fmt.Errorf("%s transaction: %w", ph, errMxInjected)
+		case mxFailAfter:
+			if _, err := next(ctx, tx); err != nil {
+				in.putBack(f)
+				return 0, err
+			}
+			return 0, fmt.Errorf("%s transaction applied, response lost: %w", ph, errMxInjected)
+		case mxCondition:
+			i := f.condOp(ops)
+			return 0, &port.ConditionFailedError{Index: i, Key: ops[i].Item.Key}
+		default:
+			return next(ctx, tx)
+		}
 	}
 }
 
@@ -230,7 +229,7 @@ func (s *mxStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 // record (a domain.Submission whose state says which step of RFC §7.2 this is). Build is a pure function of
 // its argument (port.Tx), so calling it here to look at the ops is harmless; for a counter transaction it is
 // called with the value the allocation would return now.
-func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op) {
+func mxClassify(ctx context.Context, inner port.ItemStore, tx port.Tx) (mxPhase, []port.Op) {
 	if tx.Build == nil {
 		return mxOther, nil
 	}
@@ -241,7 +240,7 @@ func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op)
 	}
 	if ctr != nil {
 		first = 1
-		if it, found, err := s.ItemStore.Get(ctx, *ctr); err == nil && found {
+		if it, found, err := inner.Get(ctx, *ctr); err == nil && found {
 			if n, err := strconv.ParseUint(it.Attr(port.CounterAttr), 10, 64); err == nil {
 				first = n + 1
 			}
@@ -270,16 +269,11 @@ func (s *mxStore) classify(ctx context.Context, tx port.Tx) (mxPhase, []port.Op)
 	return mxOther, ops
 }
 
-// mxBlobs wraps a BlobStore; every Put is mxBody (a message body or an upload's content).
-type mxBlobs struct {
-	port.BlobStore
-	inj *mxInjector
-}
-
-func (b *mxBlobs) Put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
-	f := b.inj.take(mxBody)
+// put injects the armed fault into a blob put: every Put is mxBody (a message body or an upload's content).
+func (in *mxInjector) put(ctx context.Context, key string, size int64, sha256 string, r io.Reader, next faulty.PutStep) (port.BlobInfo, error) {
+	f := in.take(mxBody)
 	if f == nil {
-		return b.BlobStore.Put(ctx, key, size, sha256, r)
+		return next(ctx, key, size, sha256, r)
 	}
 	if f.hook != nil {
 		f.hook()
@@ -288,13 +282,13 @@ func (b *mxBlobs) Put(ctx context.Context, key string, size int64, sha256 string
 	case mxFailBefore:
 		return port.BlobInfo{}, fmt.Errorf("body put: %w", errMxInjected)
 	case mxFailAfter:
-		if _, err := b.BlobStore.Put(ctx, key, size, sha256, r); err != nil {
-			b.inj.putBack(f)
+		if _, err := next(ctx, key, size, sha256, r); err != nil {
+			in.putBack(f)
 			return port.BlobInfo{}, err
 		}
 		return port.BlobInfo{}, fmt.Errorf("body put stored, response lost: %w", errMxInjected)
 	default:
-		return b.BlobStore.Put(ctx, key, size, sha256, r)
+		return next(ctx, key, size, sha256, r)
 	}
 }
 
@@ -359,8 +353,12 @@ type mxBackend struct {
 // mxWrap makes a backend with nb and wraps it.
 func mxWrap(t testing.TB, nb NewBackend) mxBackend {
 	inj := &mxInjector{}
-	b := nb(t)
-	return mxBackend{b: Backend{Store: &mxStore{ItemStore: b.Store, inj: inj}, Blobs: &mxBlobs{BlobStore: b.Blobs, inj: inj}}, inj: inj}
+	var items *faulty.ItemStore
+	var blobs *faulty.BlobStore
+	b := Faulty(nb, &items, &blobs)(t)
+	items.SetInterceptCommit(inj.commit(items.Inner()))
+	blobs.SetInterceptPut(inj.put)
+	return mxBackend{b: b, inj: inj}
 }
 
 // mxSpaces numbers the spaces the matrix creates, so that environments sharing one backend never share the
@@ -1525,7 +1523,7 @@ func mxP04(t *testing.T, nb NewBackend) {
 		})
 	})
 
-	t.Run("random", func(t *testing.T) { mxP04Random(t, nb) })
+	t.Run("random", func(t *testing.T) { t.Parallel(); mxP04Random(t, nb) })
 }
 
 // mxP04Random sends random messages from two producers, each holding a sealed and an unsealed blob, naming

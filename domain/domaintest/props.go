@@ -53,7 +53,7 @@ func RunProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"P16_Visibility", propP16},
 		{"P18_Liveness", propP18},
 	} {
-		t.Run(p.name, func(t *testing.T) { p.run(t, nb, cfg) })
+		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/store/faulty"
 )
 
 // propP18 is property P18 (liveness). While the store fails a random share of reads and commits with
@@ -26,10 +27,10 @@ import (
 //   - the space feed is gapless, and the receipts of each (consumer, item) advance strictly
 //     (received → processed, receipt_version 1, 2) up to the strongest stage any ack asked for.
 func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
-	plan := &propFaults{}
-	f := newPropFixture(t, withPropFaults(nb, plan))
+	plan := &faulty.Random{}
+	f := newPropFixture(t, withRandomFaults(nb, plan))
 	rapid.Check(t, func(rt *rapid.T) {
-		plan.stop()
+		plan.Stop()
 		c := f.With(rt)
 		ctx := context.Background()
 		sp := c.Space().SpaceID
@@ -59,7 +60,7 @@ func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
 			done  bool
 		}
 		var writes []*write
-		injectedBefore, lostBefore := plan.counts()
+		injectedBefore, lostBefore := plan.Counts()
 
 		transient := func(what string, err error) {
 			rt.Helper()
@@ -124,8 +125,9 @@ func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
 		}
 
 		rate := rapid.SampledFrom([]float64{0.05, 0.15, 0.3, 0.5})
-		plan.set(rapid.Uint64().Draw(rt, "fault seed"), rate.Draw(rt, "read fault rate"), rate.Draw(rt, "commit fault rate"),
-			rapid.SampledFrom([]float64{0, 0.5, 1}).Draw(rt, "lost response share"), rate.Draw(rt, "blob fault rate"))
+		plan.Start(faulty.Plan{Seed: rapid.Uint64().Draw(rt, "fault seed"), Read: rate.Draw(rt, "read fault rate"),
+			Commit: rate.Draw(rt, "commit fault rate"), Lost: rapid.SampledFrom([]float64{0, 0.5, 1}).Draw(rt, "lost response share"),
+			Put: rate.Draw(rt, "blob fault rate")})
 		for range cfg.draw(rt, cfg.steps/2) {
 			switch rapid.IntRange(0, 2).Draw(rt, "op") {
 			case 0:
@@ -156,8 +158,8 @@ func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
 				}
 			}
 		}
-		plan.stop()
-		injected, lost := plan.counts()
+		plan.Stop()
+		injected, lost := plan.Counts()
 		rt.Logf("%d faults injected, %d of them lost responses", injected-injectedBefore, lost-lostBefore)
 
 		// Faults stopped: every client finishes its writes with the same request IDs and reads to the end.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/faulty"
 )
 
 // RunMemoryProperties runs the M1 properties of SUPPLEMENT §15 — P10 (memory CAS), P11 (snapshot/delta),
@@ -61,7 +62,7 @@ func RunMemoryProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"BlobReReference", mpReReference},
 		{"StatusOfM1Writes", mpStatus},
 	} {
-		t.Run(p.name, func(t *testing.T) { p.run(t, nb, cfg) })
+		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
 	}
 }
 
@@ -79,40 +80,15 @@ type mpHooks struct {
 func (h *mpHooks) beforeCommit(f func()) { h.mu.Lock(); h.commit = f; h.mu.Unlock() }
 func (h *mpHooks) beforePut(f func())    { h.mu.Lock(); h.put = f; h.mu.Unlock() }
 
-func (h *mpHooks) take(slot *func()) func() {
+// run runs and removes the hook in slot, if any (store/faulty calls it before every commit or put).
+func (h *mpHooks) run(slot *func()) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	f := *slot
 	*slot = nil
-	return f
-}
-
-// mpHookStore is an item store that runs the commit hook before committing.
-type mpHookStore struct {
-	port.ItemStore
-	h *mpHooks
-}
-
-// Commit runs the pending commit hook, then commits.
-func (s mpHookStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
-	if f := s.h.take(&s.h.commit); f != nil {
+	h.mu.Unlock()
+	if f != nil {
 		f()
 	}
-	return s.ItemStore.Commit(ctx, tx)
-}
-
-// mpHookBlobs is a blob store that runs the put hook before storing.
-type mpHookBlobs struct {
-	port.BlobStore
-	h *mpHooks
-}
-
-// Put runs the pending put hook, then stores.
-func (b mpHookBlobs) Put(ctx context.Context, key string, size int64, sum string, r io.Reader) (port.BlobInfo, error) {
-	if f := b.h.take(&b.h.put); f != nil {
-		f()
-	}
-	return b.BlobStore.Put(ctx, key, size, sum, r)
 }
 
 // mpEnv is the setup shared by the checks of one property or test.
@@ -127,10 +103,11 @@ type mpEnv struct {
 func mpNewEnv(t *testing.T, nb NewBackend, cfg func(*domain.Config)) *mpEnv {
 	t.Helper()
 	hooks := &mpHooks{}
-	f := New(t, func(tb testing.TB) Backend {
-		b := nb(tb)
-		return Backend{Store: mpHookStore{ItemStore: b.Store, h: hooks}, Blobs: mpHookBlobs{BlobStore: b.Blobs, h: hooks}}
-	}, cfg)
+	var items *faulty.ItemStore
+	var blobs *faulty.BlobStore
+	f := New(t, Faulty(nb, &items, &blobs), cfg)
+	items.SetBeforeCommit(func(port.Tx) { hooks.run(&hooks.commit) })
+	blobs.SetBeforePut(func(string) { hooks.run(&hooks.put) })
 	c := f.With(t)
 	sp := c.Space().SpaceID
 	return &mpEnv{f: f, ctx: context.Background(), hooks: hooks, space: sp, source: c.Party(sp)}

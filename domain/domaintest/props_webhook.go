@@ -49,7 +49,7 @@ func RunWebhookProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"StaleWakeRacesRedeliver", whStaleWakeRedeliver},
 		{"DualSigning", whDualSigning},
 	} {
-		t.Run(p.name, func(t *testing.T) { p.run(t, nb, cfg) })
+		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/domain/retry"
+	"github.com/waypost/waypost/store/faulty"
 )
 
 // whScene is one subscription of B's inbox consumer to message events, with A sending to B.
@@ -560,37 +560,13 @@ func whDualSigning(t *testing.T, nb NewBackend, _ propConfig) {
 	}
 }
 
-// whHookStore is an item store that runs a hook just before its next range read.
-type whHookStore struct {
-	port.ItemStore
-	mu          sync.Mutex
-	beforeQuery func()
-}
-
-// Query runs the pending hook, then reads.
-func (s *whHookStore) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
-	s.mu.Lock()
-	f := s.beforeQuery
-	s.beforeQuery = nil
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	return s.ItemStore.Query(ctx, q)
-}
-
 // whStaleWakeRedeliver: a stale wake-up of a failed delivery (an SQS duplicate, a late retry) races with
 // an operator's Redeliver: the redelivery commits just after the wake-up read the failed record. The
 // redelivered delivery must still be attempted by the next worker pass; a wake-up must never drop the due
 // entry of a record that changed since it was read.
 func whStaleWakeRedeliver(t *testing.T, nb NewBackend, _ propConfig) {
-	hook := &whHookStore{}
-	wrapped := func(tb testing.TB) Backend {
-		b := nb(tb)
-		hook.ItemStore = b.Store
-		return Backend{Store: hook, Blobs: b.Blobs}
-	}
-	s := newWhScene(t, wrapped, whPolicy(0, 0), 0, nil, nil, "https://hooks.example.com/race")
+	var items *faulty.ItemStore
+	s := newWhScene(t, Faulty(nb, &items, nil), whPolicy(0, 0), 0, nil, nil, "https://hooks.example.com/race")
 	s.e.fake.Default(s.url, WebhookAnswer{Status: http.StatusGone})
 	s.send("raced")
 	s.e.work()
@@ -602,9 +578,10 @@ func whStaleWakeRedeliver(t *testing.T, nb NewBackend, _ propConfig) {
 	s.e.fake.Default(s.url, WebhookAnswer{Status: http.StatusOK})
 	var redelivered domain.Delivery
 	var rerr error
-	hook.mu.Lock()
-	hook.beforeQuery = func() { redelivered, rerr = s.e.svc.Redeliver(context.Background(), ref.SpaceID, ref.DeliveryID) }
-	hook.mu.Unlock()
+	items.SetBeforeQuery(func(port.Query) {
+		items.SetBeforeQuery(nil) // once: Redeliver reads too
+		redelivered, rerr = s.e.svc.Redeliver(context.Background(), ref.SpaceID, ref.DeliveryID)
+	})
 	if out, err := s.e.svc.AttemptDelivery(context.Background(), ref); err != nil || !out.Done {
 		t.Fatalf("stale wake-up: %+v, %v", out, err)
 	}

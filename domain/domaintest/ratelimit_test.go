@@ -14,7 +14,7 @@ import (
 // bucket admits a burst, then RATE_LIMITED says how long to wait; the bucket refills at the rate; another
 // credential of the same actor is not affected.
 func TestRateLimitPerCredential(t *testing.T) {
-	f := domaintest.New(t, memBackend, func(c *domain.Config) {
+	f := domaintest.New(t, domaintest.MemBackend, func(c *domain.Config) {
 		c.RateLimits = &domain.RateLimits{RequestsPerSecond: 10, Burst: 5}
 	})
 	ctx := context.Background()
@@ -57,7 +57,7 @@ func TestRateLimitPerCredential(t *testing.T) {
 // TestRateLimitsSetByTheOwner: describe and the space publish the defaults; the owner's PATCH changes them
 // for every credential of the space at once (invalid values are refused and change nothing).
 func TestRateLimitsSetByTheOwner(t *testing.T) {
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	ctx := context.Background()
 	sp := f.Space()
 	a := f.Party(sp.SpaceID)
@@ -105,7 +105,7 @@ func TestRateLimitsSetByTheOwner(t *testing.T) {
 // TestRateLimitsReachOtherProcesses: a second service over the same store (another process, such as a Lambda
 // instance) that has already read the space serves its cached record for at most 10 s, then the owner's change.
 func TestRateLimitsReachOtherProcesses(t *testing.T) {
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	ctx := context.Background()
 	sp := f.Space()
 	a := f.Party(sp.SpaceID)

@@ -9,17 +9,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/store/fsblob"
-	"github.com/waypost/waypost/store/mem"
 )
-
-func rulesBackend(t testing.TB) domaintest.Backend {
-	b, err := fsblob.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return domaintest.Backend{Store: mem.New(), Blobs: b}
-}
 
 // nested returns a metadata object nested depth levels deep (the object itself is level 1).
 func nested(depth int) string {
@@ -35,7 +25,7 @@ func nested(depth int) string {
 // (status NOT_FOUND), so the key is not used up and a corrected request with the same request_id succeeds.
 // Values at the limit are accepted.
 func TestSendRules(t *testing.T) {
-	f := domaintest.New(t, rulesBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	c := f.With(t)
 	ctx := context.Background()
 	sp := c.Space().SpaceID

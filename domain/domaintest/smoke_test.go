@@ -6,20 +6,10 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/store/fsblob"
-	"github.com/waypost/waypost/store/mem"
 )
 
-func memBackend(t testing.TB) domaintest.Backend {
-	b, err := fsblob.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return domaintest.Backend{Store: mem.New(), Blobs: b}
-}
-
 func TestSmokeLoop(t *testing.T) {
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	res := f.Send(a.P, "hello", b.ActorID)

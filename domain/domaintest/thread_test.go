@@ -21,11 +21,7 @@ func TestThreadCreationRace(t *testing.T) {
 	for _, inline := range []int{0, 16 << 10} {
 		t.Run(fmt.Sprintf("InlineBodyMax %d", inline), func(t *testing.T) {
 			var store *faulty.ItemStore
-			f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-				b := rulesBackend(t)
-				store = faulty.NewItemStore(b.Store)
-				return domaintest.Backend{Store: store, Blobs: b.Blobs}
-			}, func(c *domain.Config) { c.InlineBodyMax = inline })
+			f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &store, nil), func(c *domain.Config) { c.InlineBodyMax = inline })
 			c := f.With(t)
 			sp := c.Space().SpaceID
 			to := c.Party(sp)

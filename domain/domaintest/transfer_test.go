@@ -52,7 +52,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestDirectTransferDecisions(t *testing.T) {
 	var store *presigningStore
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := memBackend(t)
+		b := domaintest.MemBackend(t)
 		store = &presigningStore{BlobStore: b.Blobs}
 		b.Blobs = store
 		return b

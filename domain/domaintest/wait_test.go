@@ -42,7 +42,7 @@ func (dropNotifier) Notify(context.Context, []port.Published) {}
 
 func liveFixture(t *testing.T, limits channel.Limits, lose bool) *domaintest.Fixture {
 	feed := livefeed.New(&hubs{limits: limits}, nil)
-	return domaintest.New(t, memBackend, func(c *domain.Config) {
+	return domaintest.New(t, domaintest.MemBackend, func(c *domain.Config) {
 		c.Clock = platform.Clock{} // feed.wait measures real time
 		c.InlineBodyMax = 1 << 16  // one commit per send (the embedded path)
 		c.Watcher, c.Notifier = feed, feed
@@ -115,7 +115,7 @@ func TestFeedWaitRejectsBadTimeout(t *testing.T) {
 }
 
 func TestFeedWaitUnsupportedWithoutWatcher(t *testing.T) {
-	f := domaintest.New(t, memBackend, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	b := f.Party(sp.SpaceID)
 	_, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID})

@@ -18,12 +18,7 @@ import (
 func capFixture(t *testing.T, n int) (*domaintest.Fixture, *faulty.ItemStore) {
 	t.Helper()
 	var items *faulty.ItemStore
-	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := memBackend(t)
-		items = faulty.NewItemStore(b.Store)
-		b.Store = items
-		return b
-	}, func(c *domain.Config) {
+	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
 		c.Clock = platform.Clock{}
 		c.Watcher = livefeed.Poller{Interval: 20 * time.Millisecond}
 		c.WaitsPerSpace = n
@@ -98,12 +93,7 @@ func TestFeedWaitPerSpaceCap(t *testing.T) {
 func TestFeedWaitSlotOfADeadHolder(t *testing.T) {
 	clock := domaintest.NewClock()
 	var items *faulty.ItemStore
-	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := memBackend(t)
-		items = faulty.NewItemStore(b.Store)
-		b.Store = items
-		return b
-	}, func(c *domain.Config) {
+	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
 		c.Clock = clock
 		c.Watcher = livefeed.Poller{Interval: 5 * time.Millisecond}
 		c.WaitsPerSpace = 1

@@ -11,7 +11,6 @@ import (
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/platform"
-	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/mem"
 )
 
@@ -40,11 +39,7 @@ func (s *heldHead) Head(ctx context.Context, seq port.Sequence) (uint64, error) 
 func gapFixture(t *testing.T, st port.ItemStore, watcher func(port.FeedWatcher) port.FeedWatcher, lose bool) *domaintest.Fixture {
 	feed := livefeed.New(&hubs{}, nil)
 	return domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: st, Blobs: b}
+		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
 	}, func(c *domain.Config) {
 		c.Clock = platform.Clock{}
 		c.InlineBodyMax = 1 << 16

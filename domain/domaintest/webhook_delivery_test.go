@@ -33,7 +33,7 @@ type hooks struct {
 
 func newHooks(t *testing.T, cfg func(*domain.Config)) *hooks {
 	h := &hooks{logs: &syncbuf.Buffer{}, ctx: context.Background()}
-	h.f = domaintest.New(t, rulesBackend, func(c *domain.Config) {
+	h.f = domaintest.New(t, domaintest.MemBackend, func(c *domain.Config) {
 		h.fake = domaintest.NewFakeWebhooks(c.Clock.Now)
 		c.Webhooks = h.fake
 		c.InlineBodyMax = 16 << 10

@@ -380,7 +380,7 @@ func TestSubscriptionValidation(t *testing.T) {
 	_, err = h.stop(p, sub.SubscriptionID)
 	domaintest.WantCode(t, "stop without subscription.manage", err, domain.CodeForbidden)
 
-	off := domaintest.New(t, rulesBackend, nil)
+	off := domaintest.New(t, domaintest.MemBackend, nil)
 	osp := off.Space()
 	ob := off.Party(osp.SpaceID)
 	_, err = off.Svc.UpsertSubscription(h.ctx, ob.P, h.req(ob.ConsumerID, "https://hooks.example.com/off", 0))

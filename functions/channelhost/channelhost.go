@@ -51,6 +51,7 @@ import (
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/secrets"
+	"github.com/waypost/waypost/internal/httpx"
 )
 
 // Host is the channel container's service: hubs, internal API, feed.wait and health on one handler.
@@ -111,9 +112,9 @@ func (h *Host) Service() *domain.Service { return h.svc }
 // (shutdown cut a store read short) gets 503 STORAGE_UNAVAILABLE with Retry-After instead of an empty
 // response, so the client polls again; when the client itself went away, nobody reads it.
 func (h *Host) feedWait(w http.ResponseWriter, r *http.Request) {
-	tw := &writeTracker{ResponseWriter: w}
+	tw := httpx.NewRecorder(w)
 	h.api.ServeHTTP(tw, r)
-	if tw.wrote {
+	if tw.Wrote {
 		return
 	}
 	de := domain.Errorf(domain.CodeStorageUnavailable, "the channel service is stopping; wait again")
@@ -121,28 +122,6 @@ func (h *Host) feedWait(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "1")
 	h.writeError(w, de)
 }
-
-// writeTracker records whether a handler wrote a response.
-type writeTracker struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-// WriteHeader records the write.
-func (t *writeTracker) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
-
-// Write records the write.
-func (t *writeTracker) Write(b []byte) (int, error) { t.wrote = true; return t.ResponseWriter.Write(b) }
-
-// Flush lets long polls flush through the tracker.
-func (t *writeTracker) Flush() {
-	if f, ok := t.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (t *writeTracker) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // notFound answers every other path with the RFC §5.2 envelope of NOT_FOUND.
 func (h *Host) notFound(w http.ResponseWriter, r *http.Request) {

@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/waypost/waypost/functions/internal/app"
-	"github.com/waypost/waypost/functions/internal/webhookrole"
+	"github.com/waypost/waypost/functions/internal/httprole"
 )
 
-func main() { app.Main(webhookrole.Mailbox()) }
+func main() { app.Main(httprole.Mailbox()) }

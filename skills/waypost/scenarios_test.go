@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
 type step struct {
@@ -67,13 +66,7 @@ func TestSkillScenarios(t *testing.T) {
 
 func runScenario(t *testing.T, steps []step) {
 	ctx := context.Background()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	srv, url := servertest.Start(t)
 	svc := srv.Service()
 	sp, _ := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	a, _ := svc.CreateActor(ctx, sp.SpaceID, domain.CreateActorRequest{RequestID: "a"})
@@ -91,7 +84,7 @@ func runScenario(t *testing.T, steps []step) {
 	seedCollection(t, svc, p, coll.CollectionID)
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "skill-scenarios", Version: "1"}, nil)
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok.Token}}}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok.Token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
-	"github.com/waypost/waypost/store/fsblob"
 )
 
 // meter computes the capacity DynamoDB would charge for each request from item sizes (minidyn reports no
@@ -159,11 +158,7 @@ func TestCapacity(t *testing.T) {
 	m := &meter{API: srv.Client, raw: srv.Client}
 	st := srv.Store(t, m, dynamo.Options{})
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		blobs, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: st, Blobs: blobs}
+		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
 	}, func(c *domain.Config) { c.InlineBodyMax = 4096 }) // functions/config.DefaultInlineBodyMax
 	c := f.With(t)
 	sp := c.Space()

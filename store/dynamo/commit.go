@@ -51,10 +51,7 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("dynamo: commit: %w", err)
 	}
-	if tx.Build == nil {
-		return 0, fmt.Errorf("dynamo: commit: %w: nil Build", kv.ErrInvalidTx)
-	}
-	if _, err := kv.CounterKey(tx); err != nil {
+	if _, err := kv.CheckTx(tx); err != nil {
 		return 0, fmt.Errorf("dynamo: commit: %w", err)
 	}
 	if tx.Seq != nil {
@@ -110,12 +107,10 @@ func (s *Store) prepare(ctx context.Context, tx port.Tx, seqFirst uint64) (*prep
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: commit: %w", err)
 		}
-		if tx.Count > tx.Max || n > tx.Max-tx.Count {
-			return nil, fmt.Errorf("dynamo: commit: counter %s at %d, %d more would pass %d: %w",
-				*tx.Counter, n, tx.Count, tx.Max, port.ErrCounterExhausted)
+		var last uint64
+		if p.first, last, err = kv.Allocate(*tx.Counter, n, tx); err != nil {
+			return nil, fmt.Errorf("dynamo: commit: %w", err)
 		}
-		p.first = n + 1
-		last := n + tx.Count
 		nName := expression.NameNoDotSplit(AttrPrefix + port.CounterAttr)
 		var cond expression.ConditionBuilder
 		switch {
@@ -150,35 +145,25 @@ func (s *Store) prepare(ctx context.Context, tx port.Tx, seqFirst uint64) (*prep
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: commit: build: %w", err)
 	}
-	total := len(ops) + p.offset
-	if total > MaxOps {
-		return nil, fmt.Errorf("dynamo: commit: %d actions (max %d): %w", total, MaxOps, port.ErrTooManyOps)
-	}
-	seen := make(map[port.Key]int, total)
-	if tx.Counter != nil {
-		seen[*tx.Counter] = -1
-	}
+	// kv's rules: the counter's update is an action of the request; a sequence's counter (reserved
+	// before) is not, but no op may touch it either.
+	reserved := tx.Counter
 	if tx.Seq != nil {
-		seen[tx.Seq.Counter] = -1
+		reserved = &tx.Seq.Counter
 	}
-	items := make([]types.TransactWriteItem, 0, total)
+	if err := kv.CheckOps(ops, reserved, tx.Counter != nil, MaxOps); err != nil {
+		return nil, fmt.Errorf("dynamo: commit: %w", err)
+	}
+	items := make([]types.TransactWriteItem, 0, len(ops)+p.offset)
 	if tx.Counter != nil {
 		items = append(items, counter)
 		p.estUnit += TxWriteUnits(counterSize + len(AttrPrefix+port.CounterAttr) + 20)
 	}
 	p.keys = make([]port.Key, len(ops))
 	for i, op := range ops {
-		if err := validateOp(op); err != nil {
+		if err := validUTF8(op); err != nil {
 			return nil, fmt.Errorf("dynamo: commit: op %d: %w: %w", i, kv.ErrInvalidTx, err)
 		}
-		if j, dup := seen[op.Item.Key]; dup {
-			what := fmt.Sprintf("op %d", j)
-			if j < 0 {
-				what = "the counter"
-			}
-			return nil, fmt.Errorf("dynamo: commit: op %d (%s) and %s: %w: %w", i, op.Item.Key, what, kv.ErrInvalidTx, kv.ErrDuplicateKey)
-		}
-		seen[op.Item.Key] = i
 		p.keys[i] = op.Item.Key
 		twi, size, err := s.action(op)
 		if err != nil {
@@ -261,33 +246,14 @@ func (s *Store) action(op port.Op) (types.TransactWriteItem, int, error) {
 	}
 }
 
-// validateOp checks one op as kv does, plus DynamoDB's requirement that strings are UTF-8.
-func validateOp(op port.Op) error {
-	switch op.Kind {
-	case port.OpPut, port.OpDelete, port.OpCheck:
-	default:
-		return fmt.Errorf("unknown op kind %d", op.Kind)
-	}
-	switch op.Cond.Kind {
-	case port.CondNone, port.CondExists, port.CondNotExists:
-	case port.CondAttrEquals:
-		if op.Cond.Attr == "" {
-			return errors.New("attribute condition without an attribute name")
-		}
-		if !utf8.ValidString(op.Cond.Attr) || !utf8.ValidString(op.Cond.Value) {
-			return errors.New("attribute condition is not UTF-8")
-		}
-	default:
-		return fmt.Errorf("unknown condition kind %d", op.Cond.Kind)
-	}
-	if op.Kind == port.OpCheck && op.Cond.Kind == port.CondNone {
-		return errors.New("check without a condition")
+// validUTF8 adds DynamoDB's requirement to kv's rules (kv.CheckOps): every string an op writes or compares,
+// its key included, is UTF-8.
+func validUTF8(op port.Op) error {
+	if op.Cond.Kind == port.CondAttrEquals && (!utf8.ValidString(op.Cond.Attr) || !utf8.ValidString(op.Cond.Value)) {
+		return errors.New("attribute condition is not UTF-8")
 	}
 	if op.Kind == port.OpPut {
 		for name, v := range op.Item.Attrs {
-			if name == "" {
-				return errors.New("empty attribute name")
-			}
 			if !utf8.ValidString(name) || !utf8.ValidString(v) {
 				return fmt.Errorf("attribute %q is not UTF-8", name)
 			}

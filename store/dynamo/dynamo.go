@@ -197,32 +197,16 @@ func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 	return it, found, nil
 }
 
-// get reads one item, retrying transient failures.
+// get reads one item, retrying transient failures (a void slot reads as absent).
 func (s *Store) get(ctx context.Context, key port.Key) (port.Item, bool, error) {
-	in := &dynamodb.GetItemInput{
-		TableName:              aws.String(s.table),
-		Key:                    keyAV(key),
-		ConsistentRead:         aws.Bool(true),
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-	}
-	var out *dynamodb.GetItemOutput
-	err := s.retry(ctx, func() (bool, error) {
-		var err error
-		out, err = s.api.GetItem(ctx, in)
-		return transient(err), err
-	})
+	av, found, err := s.rawGet(ctx, key)
 	if err != nil {
 		return port.Item{}, false, err
 	}
-	size, n := 0, 0
-	if out.Item != nil {
-		size, n = ItemSize(out.Item), 1
-	}
-	s.report(Usage{Operation: "GetItem", Items: n, ReadUnits: ReadUnits(size)}, out.ConsumedCapacity)
-	if out.Item == nil || isVoid(out.Item) {
+	if !found || isVoid(av) {
 		return port.Item{}, false, nil
 	}
-	it, err := decodeItem(out.Item)
+	it, err := decodeItem(av)
 	if err != nil {
 		return port.Item{}, false, err
 	}

@@ -2,10 +2,7 @@ package dynamo_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,61 +16,33 @@ import (
 )
 
 // awsBackend returns a NewBackend of the AWS deployment's adapters: the DynamoDB store on a fresh minidyn
-// table and the S3 blob store on a fresh versitygw bucket. It skips the test when no S3 emulator is around.
+// server and table and the S3 blob store on a fresh versitygw bucket. It skips the test when no S3 emulator is around.
 func awsBackend(t *testing.T) domaintest.NewBackend {
 	t.Helper()
 	e := s3test.Require(t)
-	srv := dynamotest.New(t)
 	return func(t testing.TB) domaintest.Backend {
 		blobs, err := s3blob.New(e.Client(), e.Bucket(t), s3blob.Options{})
 		if err != nil {
 			t.Fatalf("s3blob: %v", err)
 		}
-		return domaintest.Backend{Store: srv.Store(t, nil, dynamo.Options{}), Blobs: blobs}
+		// A minidyn server of its own: minidyn creates tables without locking its table map, so backends
+		// made by parallel tests must not share one.
+		return domaintest.Backend{Store: dynamotest.New(t).Store(t, nil, dynamo.Options{}), Blobs: blobs}
 	}
 }
 
-// Rapid checks per property on the emulators, unless -rapid.checks or RAPID_CHECKS says otherwise. minidyn
-// answers a Query by scanning and interpreting every item of the table and copies the whole table for each
-// TransactWriteItems, and a property keeps one table for all its checks, so a property's cost grows with the
-// square of its checks: at rapid's default of 100 the ten properties take over half an hour under -race,
-// at 10 a few minutes. The randomized coverage per run is lower than on the embedded store; run
-// `go test -run 'TestProperties|TestFailureMatrix' -rapid.checks=100 ./store/dynamo/` for a deeper pass.
-const (
-	propChecks   = 10
-	matrixChecks = 20
-)
-
-// limitRapidChecks sets rapid's check count to n for the rest of the test unless the user chose one.
-func limitRapidChecks(t *testing.T, n int) {
-	f := flag.Lookup("rapid.checks")
-	if f == nil || os.Getenv("RAPID_CHECKS") != "" {
-		return
-	}
-	chosen := false
-	flag.Visit(func(v *flag.Flag) { chosen = chosen || v.Name == "rapid.checks" })
-	if chosen {
-		return
-	}
-	old := f.Value.String()
-	if err := f.Value.Set(strconv.Itoa(n)); err != nil {
-		t.Fatalf("setting rapid.checks: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Value.Set(old) })
-}
-
-// TestProperties runs the SUPPLEMENT §15 properties on DynamoDB (minidyn) + S3 (versitygw). Every storage
-// call is an HTTP round trip to an emulator here, so each check runs fewer random steps, and each property
-// fewer checks (propChecks), than on the embedded store.
-func TestProperties(t *testing.T) {
-	limitRapidChecks(t, propChecks)
-	domaintest.RunProperties(t, awsBackend(t), domaintest.MaxSteps(12))
-}
-
-// TestFailureMatrix runs the SUPPLEMENT §7.4 failure matrix and properties P03/P04 on DynamoDB + S3.
-func TestFailureMatrix(t *testing.T) {
-	limitRapidChecks(t, matrixChecks)
-	domaintest.RunFailureMatrix(t, awsBackend(t))
+// TestDomain runs every domain suite (domaintest.RunAll) on DynamoDB (minidyn) + S3 (versitygw). Every
+// storage call is a round trip to an emulator here, so each check runs fewer random steps, and each property
+// fewer rapid checks, than on the embedded store. minidyn answers a Query by scanning and interpreting every
+// item of the table and copies the whole table for each TransactWriteItems, and a §15 or memory property
+// keeps one table for all its checks, so its cost grows with the square of its checks: at rapid's default of
+// 100 the ten §15 properties take over half an hour under -race, at 10 a few minutes. The webhook suite
+// makes a fresh table per check, so its cost grows only linearly. The randomized coverage per run is lower
+// than on the embedded store; run `go test -run 'TestDomain/(Properties|FailureMatrix)' -rapid.checks=100
+// ./store/dynamo/` for a deeper pass. A restart is a new service over the same table.
+func TestDomain(t *testing.T) {
+	domaintest.RunAll(t, awsBackend(t), domaintest.Features{Steps: 12, MemorySteps: 8, WebhookSteps: 24,
+		PropertyChecks: 10, MatrixChecks: 20, WebhookChecks: 20})
 }
 
 // TestSmokeLoop is the domaintest smoke flow (send, read, ack, receipt, get) on DynamoDB + S3, with one
@@ -203,16 +172,4 @@ func TestConcurrentSends(t *testing.T) {
 			t.Fatalf("get %s: %+v, %v", id, m, err)
 		}
 	}
-}
-
-// TestMemoryProperties runs P10–P13 and the RFC §16.3/§16.5 memory scenarios on DynamoDB + S3.
-func TestMemoryProperties(t *testing.T) {
-	limitRapidChecks(t, propChecks)
-	domaintest.RunMemoryProperties(t, awsBackend(t), domaintest.MaxSteps(8))
-}
-
-// TestOperations runs the owner's operations suite (stats, verify, space deletion with interruptions) on
-// DynamoDB (minidyn) + S3 (versitygw).
-func TestOperations(t *testing.T) {
-	domaintest.RunOperations(t, awsBackend(t))
 }

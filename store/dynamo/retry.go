@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/wait"
 )
 
 // transientCodes are the DynamoDB error codes worth retrying as they are.
@@ -84,13 +85,5 @@ func (s *Store) sleep(ctx context.Context, attempt int) error {
 	if ceil <= 0 || ceil > s.opts.MaxBackoff {
 		ceil = s.opts.MaxBackoff
 	}
-	d := time.Duration(rand.Int64N(int64(ceil)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return wait.Sleep(ctx, time.Duration(rand.Int64N(int64(ceil))+1))
 }

@@ -104,8 +104,9 @@ func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 // reserve takes count values of seq with one atomic update of its counter item and returns the first; the
 // same update adds the transaction's usage (use, nil for none), under its limits.
 func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint64, use *usage) (uint64, error) {
-	if count > max {
-		return 0, fmt.Errorf("dynamo: commit: %d values of %s would pass %d: %w", count, seq.Counter, max, port.ErrCounterExhausted)
+	rule := port.Tx{Count: count, Max: max} // kv's counter rule (kv.Allocate), here on the reservation
+	if _, _, err := kv.Allocate(seq.Counter, 0, rule); err != nil {
+		return 0, fmt.Errorf("dynamo: commit: %w", err)
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
@@ -148,9 +149,8 @@ func (s *Store) reserve(ctx context.Context, seq port.Sequence, count, max uint6
 		}
 		if _, has := old[AttrReserved]; has {
 			n, _ := numberAttr(old, AttrReserved)
-			if n > max-count {
-				return 0, fmt.Errorf("dynamo: commit: counter %s at %d, %d more would pass %d: %w",
-					seq.Counter, n, count, max, port.ErrCounterExhausted)
+			if _, _, err := kv.Allocate(seq.Counter, n, rule); err != nil {
+				return 0, fmt.Errorf("dynamo: commit: %w", err)
 			}
 		}
 		if attempt >= 3 {

@@ -55,7 +55,7 @@ const seqModelChecks = 30
 //   - idempotent replays (message.send and inbox.ack with the same request_id, after success or after a
 //     failure) return the first result, and each request commits exactly one item.
 func TestSequenceModel(t *testing.T) {
-	limitRapidChecks(t, seqModelChecks)
+	domaintest.LimitRapidChecks(t, seqModelChecks)
 	srv := dynamotest.New(t)
 	dir := t.TempDir()
 	var checks atomic.Int64

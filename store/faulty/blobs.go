@@ -3,6 +3,7 @@ package faulty
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/waypost/waypost/domain/port"
 )
@@ -31,6 +32,22 @@ type BlobStore struct {
 	heads   registry[KeyFault]
 	gets    registry[KeyFault]
 	deletes registry[KeyFault]
+
+	mu        sync.Mutex
+	beforePut func(key string)
+	random    *Random
+	intercept func(ctx context.Context, key string, size int64, sha256 string, r io.Reader, next PutStep) (port.BlobInfo, error)
+}
+
+// PutStep is what a Put does after interception: the armed faults, then the inner store.
+type PutStep func(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error)
+
+// SetInterceptPut installs fn (nil removes it): every Put, after the BeforePut hook and the random faults,
+// goes through fn, which decides as SetInterceptCommit's does.
+func (s *BlobStore) SetInterceptPut(fn func(ctx context.Context, key string, size int64, sha256 string, r io.Reader, next PutStep) (port.BlobInfo, error)) {
+	s.mu.Lock()
+	s.intercept = fn
+	s.mu.Unlock()
 }
 
 var _ port.BlobStore = (*BlobStore)(nil)
@@ -53,12 +70,30 @@ func (s *BlobStore) FailGet(f KeyFault) *Armed { return s.gets.add(f.Fault, f) }
 // FailDelete arms a Delete fault (the object is not deleted).
 func (s *BlobStore) FailDelete(f KeyFault) *Armed { return s.deletes.add(f.Fault, f) }
 
-// Reset disarms every fault.
+// SetBeforePut installs fn (nil removes it), called at the start of every Put, before any fault and before
+// the body is read, so a test can place an operation between another's read and its blob write.
+func (s *BlobStore) SetBeforePut(fn func(key string)) {
+	s.mu.Lock()
+	s.beforePut = fn
+	s.mu.Unlock()
+}
+
+// SetRandom makes r inject random faults into Put (nil: none).
+func (s *BlobStore) SetRandom(r *Random) {
+	s.mu.Lock()
+	s.random = r
+	s.mu.Unlock()
+}
+
+// Reset disarms every fault and removes the hook and the random faults.
 func (s *BlobStore) Reset() {
 	s.puts.reset()
 	s.heads.reset()
 	s.gets.reset()
 	s.deletes.reset()
+	s.mu.Lock()
+	s.beforePut, s.random, s.intercept = nil, nil, nil
+	s.mu.Unlock()
 }
 
 func fire(faults []armedFault[KeyFault], key, what string) error {
@@ -70,8 +105,26 @@ func fire(faults []armedFault[KeyFault], key, what string) error {
 	return nil
 }
 
-// Put stores through the inner store, injecting an armed fault before or after storing.
+// Put runs the BeforePut hook, then stores through the inner store, injecting an armed fault before or after
+// storing (or a random one before).
 func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
+	s.mu.Lock()
+	hook, random, intercept := s.beforePut, s.random, s.intercept
+	s.mu.Unlock()
+	if hook != nil {
+		hook(key)
+	}
+	if random.roll(planPut) {
+		return port.BlobInfo{}, randomErr("blob put before storing " + key)
+	}
+	if intercept != nil {
+		return intercept(ctx, key, size, sha256, r, s.put)
+	}
+	return s.put(ctx, key, size, sha256, r)
+}
+
+// put stores through the inner store, injecting an armed fault before or after storing.
+func (s *BlobStore) put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
 	faults := s.puts.snapshot()
 	for _, f := range faults {
 		if !f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {

@@ -13,7 +13,11 @@
 // Build (the inner store writes nothing and allocates nothing; this relies on the inner store returning
 // Build's error wrapped, as every adapter does). After faults count only commits that succeed (and, with
 // Match, whose final ops match). Blob put faults likewise fail before storing (the body is not read) or after
-// storing. A BeforeCommit hook (SetBeforeCommit) runs at the start of every Commit.
+// storing. Hooks run at the start of every Commit, Query and blob Put (SetBeforeCommit, SetBeforeQuery,
+// SetBeforePut), so a test can place another operation exactly between an operation's read and its write.
+//
+// A Random (SetRandom) fails calls at random instead, as a Plan says — reads, commits (before applying, or
+// after: a lost response) and blob puts — reproducibly from its seed, for property tests.
 //
 // Injected errors wrap port.ErrUnavailable and ErrInjected unless the fault names its own error.
 package faulty

@@ -41,6 +41,22 @@ type ItemStore struct {
 
 	mu           sync.Mutex
 	beforeCommit func(tx port.Tx)
+	beforeQuery  func(q port.Query)
+	random       *Random
+	intercept    func(ctx context.Context, tx port.Tx, next CommitStep) (uint64, error)
+}
+
+// CommitStep is what a Commit does after interception: the armed faults, then the inner store.
+type CommitStep func(ctx context.Context, tx port.Tx) (uint64, error)
+
+// SetInterceptCommit installs fn (nil removes it): every Commit, after the BeforeCommit hook and the random
+// faults, goes through fn, which decides — fail it with nothing applied, call next and then fail (a lost
+// response), or just call next. A test's own fault rule (the failure matrix picks transactions by what they
+// store) lives in fn.
+func (s *ItemStore) SetInterceptCommit(fn func(ctx context.Context, tx port.Tx, next CommitStep) (uint64, error)) {
+	s.mu.Lock()
+	s.intercept = fn
+	s.mu.Unlock()
 }
 
 var _ port.ItemStore = (*ItemStore)(nil)
@@ -69,19 +85,45 @@ func (s *ItemStore) SetBeforeCommit(fn func(tx port.Tx)) {
 	s.mu.Unlock()
 }
 
-// Reset disarms every fault and removes the BeforeCommit hook.
+// SetBeforeQuery installs fn (nil removes it), called at the start of every Query, before any fault, so a
+// test can place a write between an operation's range read and what it does with it.
+func (s *ItemStore) SetBeforeQuery(fn func(q port.Query)) {
+	s.mu.Lock()
+	s.beforeQuery = fn
+	s.mu.Unlock()
+}
+
+// SetRandom makes r inject random faults into Get, Query and Commit (nil: none).
+func (s *ItemStore) SetRandom(r *Random) {
+	s.mu.Lock()
+	s.random = r
+	s.mu.Unlock()
+}
+
+func (s *ItemStore) hooks() (func(port.Tx), func(port.Query), *Random) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beforeCommit, s.beforeQuery, s.random
+}
+
+// Reset disarms every fault and removes the hooks and the random faults.
 func (s *ItemStore) Reset() {
 	s.commits.reset()
 	s.gets.reset()
 	s.queries.reset()
-	s.SetBeforeCommit(nil)
+	s.mu.Lock()
+	s.beforeCommit, s.beforeQuery, s.random, s.intercept = nil, nil, nil, nil
+	s.mu.Unlock()
 }
 
 // MaxOps returns the inner store's MaxOps.
 func (s *ItemStore) MaxOps() int { return s.inner.MaxOps() }
 
-// Get reads through the inner store unless a Get fault fires.
+// Get reads through the inner store unless a Get fault (or a random one) fires.
 func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
+	if _, _, r := s.hooks(); r.roll(planRead) {
+		return port.Item{}, false, randomErr("get " + key.String())
+	}
 	for _, f := range s.gets.snapshot() {
 		if (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
 			return port.Item{}, false, f.a.err("get " + key.String())
@@ -90,8 +132,16 @@ func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, err
 	return s.inner.Get(ctx, key)
 }
 
-// Query reads through the inner store unless a Query fault fires.
+// Query runs the BeforeQuery hook, then reads through the inner store unless a Query fault (or a random
+// one) fires.
 func (s *ItemStore) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
+	_, hook, r := s.hooks()
+	if hook != nil {
+		hook(q)
+	}
+	if r.roll(planRead) {
+		return nil, randomErr("query " + q.PK)
+	}
 	for _, f := range s.queries.snapshot() {
 		if (f.spec.Match == nil || f.spec.Match(q)) && f.a.hit() {
 			return nil, f.a.err("query " + q.PK)
@@ -120,12 +170,31 @@ func (e *errAbort) Error() string { return e.err.Error() }
 // commit when Build first returns ops it accepts; an After fault counts commits that succeed (and whose final
 // ops it accepts).
 func (s *ItemStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
-	s.mu.Lock()
-	hook := s.beforeCommit
-	s.mu.Unlock()
+	hook, _, r := s.hooks()
 	if hook != nil {
 		hook(tx)
 	}
+	if r.roll(planCommit) {
+		if !r.roll(planLost) {
+			return 0, randomErr("commit before apply")
+		}
+		if first, err := s.inner.Commit(ctx, tx); err != nil {
+			return first, err
+		}
+		r.lostResponse()
+		return 0, randomErr("commit applied, response lost")
+	}
+	s.mu.Lock()
+	intercept := s.intercept
+	s.mu.Unlock()
+	if intercept != nil {
+		return intercept(ctx, tx, s.commit)
+	}
+	return s.commit(ctx, tx)
+}
+
+// commit commits through the inner store, injecting any armed fault that fires.
+func (s *ItemStore) commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	faults := s.commits.snapshot()
 	var inBuild []armedFault[CommitFault]
 	for _, f := range faults {

@@ -66,13 +66,24 @@ const (
 // Store is a port.BlobStore on the local file system. It is safe for concurrent use, also by several
 // processes sharing the root.
 type Store struct {
-	root string
+	root   string
+	noSync bool
+}
+
+// Options configure a Store.
+type Options struct {
+	// NoSync skips every fsync (of objects and of directories): a crash may lose or tear what was stored.
+	// For tests and benchmarks only, where the disk's flush would dominate without adding to what they check.
+	NoSync bool
 }
 
 var _ port.BlobStore = (*Store)(nil)
 
 // New returns a store rooted at root, creating the directory (mode 0700) if needed.
-func New(root string) (*Store, error) {
+func New(root string) (*Store, error) { return NewWithOptions(root, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(root string, o Options) (*Store, error) {
 	if root == "" {
 		return nil, errors.New("fsblob: empty root")
 	}
@@ -83,7 +94,7 @@ func New(root string) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("fsblob: root %s: %w", abs, err)
 	}
-	return &Store{root: abs}, nil
+	return &Store{root: abs, noSync: o.NoSync}, nil
 }
 
 // tempPrefix starts the name of every temporary file of a put in progress.
@@ -229,7 +240,7 @@ func (s *Store) Put(ctx context.Context, key string, size int64, sha256hex strin
 	if got := hex.EncodeToString(h.Sum(nil)); got != sha256hex {
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: got sha256 %s, want %s: %w", key, got, sha256hex, port.ErrBlobChecksum)
 	}
-	if err := f.Sync(); err != nil {
+	if err := s.sync(f); err != nil {
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: %w", key, ioErr(err))
 	}
 	err = f.Close()
@@ -247,7 +258,7 @@ func (s *Store) Put(ctx context.Context, key string, size int64, sha256hex strin
 		}
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: publish: %w", key, ioErr(err))
 	}
-	if err := syncDir(dir); err != nil {
+	if err := s.syncDir(dir); err != nil {
 		return port.BlobInfo{}, fmt.Errorf("fsblob: put %s: %w", key, ioErr(err))
 	}
 	return port.BlobInfo{Size: size, SHA256: sha256hex}, nil
@@ -299,7 +310,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("fsblob: delete %s: %w", key, ioErr(err))
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := s.syncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("fsblob: delete %s: %w", key, ioErr(err))
 	}
 	return nil
@@ -367,10 +378,22 @@ func (s *Store) mkdirs(dir string) error {
 		}
 		return err
 	}
-	return syncDir(parent)
+	return s.syncDir(parent)
 }
 
-func syncDir(dir string) error {
+// sync flushes f to the disk (unless NoSync).
+func (s *Store) sync(f *os.File) error {
+	if s.noSync {
+		return nil
+	}
+	return f.Sync()
+}
+
+// syncDir flushes a directory's entries to the disk (unless NoSync).
+func (s *Store) syncDir(dir string) error {
+	if s.noSync {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

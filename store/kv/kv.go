@@ -145,8 +145,9 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("kv: commit: %w", err)
 	}
-	if tx.Build == nil {
-		return 0, fmt.Errorf("kv: commit: %w: nil Build", ErrInvalidTx)
+	ctrKey, err := CheckTx(tx)
+	if err != nil {
+		return 0, fmt.Errorf("kv: commit: %w", err)
 	}
 
 	// Counter allocation.
@@ -154,10 +155,6 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		first, last uint64
 		counter     port.Item
 	)
-	ctrKey, err := CounterKey(tx)
-	if err != nil {
-		return 0, fmt.Errorf("kv: commit: %w", err)
-	}
 	if ctrKey != nil {
 		cur, found, err := v.Get(*ctrKey)
 		if err != nil {
@@ -167,11 +164,9 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 		if err != nil {
 			return 0, fmt.Errorf("kv: commit: %w", err)
 		}
-		if tx.Count > 0 && (tx.Count > tx.Max || n > tx.Max-tx.Count) {
-			return 0, fmt.Errorf("kv: commit: counter %s at %d, %d more would pass %d: %w",
-				*ctrKey, n, tx.Count, tx.Max, port.ErrCounterExhausted)
+		if first, last, err = Allocate(*ctrKey, n, tx); err != nil {
+			return 0, fmt.Errorf("kv: commit: %w", err)
 		}
-		first, last = n+1, n+tx.Count
 		if found {
 			counter = CloneItem(cur)
 		}
@@ -186,31 +181,9 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 	if err != nil {
 		return 0, fmt.Errorf("kv: commit: build: %w", err)
 	}
-
-	// Shape validation.
-	n := len(ops)
-	if ctrKey != nil {
-		n++
-	}
-	if n > maxOps {
-		return 0, fmt.Errorf("kv: commit: %d actions (max %d): %w", n, maxOps, port.ErrTooManyOps)
-	}
-	seen := make(map[port.Key]int, n)
-	if ctrKey != nil {
-		seen[*ctrKey] = -1
-	}
-	for i, op := range ops {
-		if err := validateOp(op); err != nil {
-			return 0, fmt.Errorf("kv: commit: op %d: %w: %w", i, ErrInvalidTx, err)
-		}
-		if j, dup := seen[op.Item.Key]; dup {
-			what := fmt.Sprintf("op %d", j)
-			if j < 0 {
-				what = "the counter"
-			}
-			return 0, fmt.Errorf("kv: commit: op %d (%s) and %s: %w: %w", i, op.Item.Key, what, ErrInvalidTx, ErrDuplicateKey)
-		}
-		seen[op.Item.Key] = i
+	// Shape validation: the counter's write is one more action.
+	if err := CheckOps(ops, ctrKey, ctrKey != nil, maxOps); err != nil {
+		return 0, fmt.Errorf("kv: commit: %w", err)
 	}
 	if tx.Seq != nil {
 		if _, err := SlotOps(*tx.Seq, first, tx.Count, ops); err != nil {
@@ -273,6 +246,58 @@ func addUsage(counter *port.Item, q port.Quota, ops []port.Op) error {
 	}
 	counter.Attrs[port.UsageBytesAttr] = strconv.FormatInt(bytes, 10)
 	counter.Attrs[port.UsageItemsAttr] = strconv.FormatInt(items, 10)
+	return nil
+}
+
+// CheckTx checks what a transaction declares before anything is read — a Build, and a well-formed counter
+// or sequence (CounterKey) — and returns the key it allocates from (nil when it allocates nothing). Every
+// adapter applies it first; errors wrap ErrInvalidTx.
+func CheckTx(tx port.Tx) (*port.Key, error) {
+	if tx.Build == nil {
+		return nil, fmt.Errorf("%w: nil Build", ErrInvalidTx)
+	}
+	return CounterKey(tx)
+}
+
+// Allocate is the counter rule: a counter at n (its last allocated value) gives tx the values first..last
+// (tx.Count of them; none when it is 0, as for a transaction that only adds a quota's usage), unless that
+// would pass tx.Max: then the error wraps port.ErrCounterExhausted.
+func Allocate(key port.Key, n uint64, tx port.Tx) (first, last uint64, err error) {
+	if tx.Count > 0 && (tx.Count > tx.Max || n > tx.Max-tx.Count) { // taking no value (a quota only) never fails
+		return 0, 0, fmt.Errorf("counter %s at %d, %d more would pass %d: %w", key, n, tx.Count, tx.Max, port.ErrCounterExhausted)
+	}
+	return n + 1, n + tx.Count, nil
+}
+
+// CheckOps checks the ops Build returned: at most maxOps actions in all (counting the counter's write when
+// counterAction is set: port.ErrTooManyOps), each op well-formed (ValidateOp), and no two actions on one key
+// — reserved, the key values are allocated from, counts as taken (ErrDuplicateKey). Errors but the first
+// wrap ErrInvalidTx.
+func CheckOps(ops []port.Op, reserved *port.Key, counterAction bool, maxOps int) error {
+	n := len(ops)
+	if counterAction {
+		n++
+	}
+	if n > maxOps {
+		return fmt.Errorf("%d actions (max %d): %w", n, maxOps, port.ErrTooManyOps)
+	}
+	seen := make(map[port.Key]int, len(ops)+1)
+	if reserved != nil {
+		seen[*reserved] = -1
+	}
+	for i, op := range ops {
+		if err := ValidateOp(op); err != nil {
+			return fmt.Errorf("op %d: %w: %w", i, ErrInvalidTx, err)
+		}
+		if j, dup := seen[op.Item.Key]; dup {
+			what := fmt.Sprintf("op %d", j)
+			if j < 0 {
+				what = "the counter"
+			}
+			return fmt.Errorf("op %d (%s) and %s: %w: %w", i, op.Item.Key, what, ErrInvalidTx, ErrDuplicateKey)
+		}
+		seen[op.Item.Key] = i
+	}
 	return nil
 }
 
@@ -357,7 +382,9 @@ func Head(v Getter, seq port.Sequence) (uint64, error) {
 	return n, nil
 }
 
-func validateOp(op port.Op) error {
+// ValidateOp checks one op: a known kind and condition kind, an attribute condition naming its attribute, a
+// check with a condition, no empty attribute name in a put, a valid key (ValidateKey).
+func ValidateOp(op port.Op) error {
 	switch op.Kind {
 	case port.OpPut, port.OpDelete, port.OpCheck:
 	default:

@@ -163,12 +163,7 @@ func TestPresignedPut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.Get(req.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, got, err := fetch(t, req.URL)
 		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, content) || resp.Header.Get("Content-Type") != "text/markdown" ||
 			!strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment; filename*=utf-8''notes%20%C3%BC.md") {
 			t.Fatalf("presigned GET: %d %v, %d bytes, headers %v", resp.StatusCode, err, len(got), resp.Header)
@@ -194,12 +189,7 @@ func TestPutStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.Get(req.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, got, err := fetch(t, req.URL)
 		if err != nil || !bytes.Equal(got, content) {
 			t.Fatalf("%d bytes streamed, %d read back: %v", n, len(got), err)
 		}
@@ -207,4 +197,16 @@ func TestPutStream(t *testing.T) {
 			t.Fatalf("PutStream over an existing key (%d bytes): %v", n, err)
 		}
 	}
+}
+
+// fetch GETs url (a presigned URL: no credential) and returns the response and its whole body.
+func fetch(t *testing.T, url string) (*http.Response, []byte, error) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
 }

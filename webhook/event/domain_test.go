@@ -7,21 +7,13 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
-	"github.com/waypost/waypost/store/fsblob"
-	"github.com/waypost/waypost/store/mem"
 	"github.com/waypost/waypost/webhook/event"
 )
 
 // TestFromRealFeed builds events from feed items the domain itself committed (a message and the receipt
 // its ack produced), with the space's real source_uri.
 func TestFromRealFeed(t *testing.T) {
-	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: mem.New(), Blobs: b}
-	}, nil)
+	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	sent := f.Send(a.P, "a body that must not leave the service", b.ActorID)

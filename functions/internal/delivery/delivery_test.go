@@ -22,7 +22,6 @@ import (
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/faulty"
-	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/sqsqueue"
 )
 
@@ -108,11 +107,7 @@ func newDeliveryWorld(t *testing.T) *deliveryWorld {
 	st := srv.Store(t, nil, dynamo.Options{})
 	w := &deliveryWorld{items: faulty.NewItemStore(st), stream: srv.Stream(t, st.Table()), sender: &fakeSender{status: 200}, queue: &fakeQueue{}}
 	backend := func(t testing.TB) domaintest.Backend {
-		blobs, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: w.items, Blobs: blobs}
+		return domaintest.Backend{Store: w.items, Blobs: domaintest.TempBlobs(t)}
 	}
 	// One domain service as the dispatcher has it (with the queue), one as the deliverer has it (without:
 	// its handler queues the wake-ups), on the same table and clock.

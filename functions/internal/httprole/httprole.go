@@ -12,12 +12,14 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/waypost/waypost/api/httpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/secrets"
+	"github.com/waypost/waypost/functions/internal/webhookrole"
 )
 
 // Options are what an HTTP role adds to the shared API.
@@ -39,6 +41,10 @@ func Spec(name string, opts Options) app.Spec {
 		return app.Served{Lambda: httpadapter.NewV2(h).ProxyWithContext, HTTP: h, Svc: svc}, nil
 	}}
 }
+
+// Mailbox serves messages, inbox, acks, status, describe and webhook subscriptions (the sender makes their
+// verification challenge; the mailbox queues no delivery).
+func Mailbox() app.Spec { return Spec(config.Mailbox, Options{Ports: webhookrole.SenderPorts}) }
 
 // Memory serves the memory routes (memory.publish, memory.read, memory.export).
 func Memory() app.Spec { return Spec(config.Memory, Options{}) }
@@ -68,7 +74,7 @@ func Handler(env app.Env, logger *slog.Logger, opts Options) (http.Handler, *dom
 	if err != nil {
 		return nil, nil, err
 	}
-	stack, err := transport.New(cfg, transport.Options{HTTP: httpapi.Over(httpapi.Options{}), AdminSecret: env.Config.AdminSecret, Logger: logger,
+	stack, err := transport.New(cfg, transport.Options{Ops: ops.List(), HTTP: httpapi.Over(httpapi.Options{}), AdminSecret: env.Config.AdminSecret, Logger: logger,
 		Version: env.Config.Version, Metrics: env.Recorder()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)

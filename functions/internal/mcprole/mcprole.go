@@ -12,6 +12,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/functions/config"
@@ -33,7 +34,7 @@ func start(_ context.Context, env app.Env, logger *slog.Logger) (app.Served, err
 	if err != nil {
 		return app.Served{}, err
 	}
-	stack, err := transport.New(cfg, transport.Options{MCP: mcpapi.Over, Logger: logger, Version: env.Config.Version, Metrics: env.Recorder()})
+	stack, err := transport.New(cfg, transport.Options{Ops: ops.DataPlane(), MCP: mcpapi.Over, Logger: logger, Version: env.Config.Version, Metrics: env.Recorder()})
 	if err != nil {
 		return app.Served{}, fmt.Errorf("%s: %w", env.Name, err)
 	}

@@ -10,14 +10,13 @@ import (
 	"github.com/waypost/waypost/functions/internal/mcprole"
 	"github.com/waypost/waypost/functions/internal/queuerole"
 	"github.com/waypost/waypost/functions/internal/sweep"
-	"github.com/waypost/waypost/functions/internal/webhookrole"
 )
 
 // Specs returns the role of every Lambda function (config.Functions but the channel container), by name.
 // These are the very constructors the mains in functions/<name> call.
 func Specs() map[string]app.Spec {
 	return map[string]app.Spec{
-		config.Mailbox:    webhookrole.Mailbox(),
+		config.Mailbox:    httprole.Mailbox(),
 		config.Memory:     httprole.Memory(),
 		config.Blobs:      httprole.Blobs(),
 		config.Admin:      queuerole.Admin(),

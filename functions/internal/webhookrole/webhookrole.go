@@ -1,6 +1,7 @@
 // Package webhookrole gives domain services their webhook sender on AWS (SSRF-safe, Standard Webhooks
-// signatures). The mailbox function (subscriptions: the verification challenge) is its HTTP role; the MCP
-// function and the queue roles (package queuerole: admin, dispatcher, deliverer) use its sender too.
+// signatures): the mailbox function (subscriptions: the verification challenge; httprole.Mailbox), the MCP
+// function and the queue roles (package queuerole: admin, dispatcher, deliverer). It links no transport,
+// so the MCP function does not link the HTTP API through it (issue 17's size budget).
 package webhookrole
 
 import (
@@ -10,14 +11,9 @@ import (
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
-	"github.com/waypost/waypost/functions/internal/httprole"
 	"github.com/waypost/waypost/webhook/dial"
 	"github.com/waypost/waypost/webhook/sender"
 )
-
-// Mailbox serves messages, inbox, acks, status, describe and webhook subscriptions (the sender makes their
-// verification challenge; the mailbox queues no delivery).
-func Mailbox() app.Spec { return httprole.Spec(config.Mailbox, httprole.Options{Ports: SenderPorts}) }
 
 // SenderPorts sets the webhook sender in opts, without a delivery queue (roles whose configuration names
 // none, which so never link the SQS client).
