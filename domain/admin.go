@@ -102,15 +102,8 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 	if err := checkDisplayName(req.DisplayName); err != nil {
 		return SpaceResult{}, err
 	}
-	const op = "admin.space.create"
-	fp, err := fingerprintOf(op, map[string]any{"display_name": req.DisplayName})
-	if err != nil {
-		return SpaceResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(globalSpace, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
+	return adminCreate[SpaceResult](ctx, s, globalSpace, "admin.space.create", req.RequestID, map[string]any{"display_name": req.DisplayName},
+		func(ctx context.Context) (*onceTx, error) {
 			now := s.clock.Now().UTC()
 			var u [16]byte
 			if err := s.ids.Random(u[:]); err != nil {
@@ -127,9 +120,7 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 					port.Put(item(keyActor(sp.SpaceID, recipient.ActorID), recipient, attrGen, "1"), port.NotExists()),
 				}, spaceResult(sp), nil
 			}}, nil
-		},
-	})
-	return decodeResult[SpaceResult](raw, err)
+		})
 }
 
 // GetSpace returns a space, also while it is deleting and once it is deleted (with what was removed). The
@@ -203,23 +194,14 @@ func (s *Service) CreateActor(ctx context.Context, spaceID string, req CreateAct
 	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return ActorResult{}, err
 	}
-	const op = "admin.actor.create"
-	fp, err := fingerprintOf(op, map[string]any{"display_name": req.DisplayName})
-	if err != nil {
-		return ActorResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
+	return adminCreate[ActorResult](ctx, s, spaceID, "admin.actor.create", req.RequestID, map[string]any{"display_name": req.DisplayName},
+		func(ctx context.Context) (*onceTx, error) {
 			a := Actor{ActorID: s.ids.NewID("act"), SpaceID: spaceID, DisplayName: req.DisplayName, CreatedAt: s.clock.Now().UTC()}
 			return &onceTx{resourceID: a.ActorID, build: func(uint64) ([]port.Op, any, []port.Published) {
 				return []port.Op{port.Put(item(keyActor(spaceID, a.ActorID), a, attrGen, "1"), port.NotExists()), spaceLive(spaceID)},
 					ActorResult{ActorID: a.ActorID, DisplayName: a.DisplayName}, nil
 			}}, nil
-		},
-	})
-	return decodeResult[ActorResult](raw, err)
+		})
 }
 
 // actorUpdate reads an actor and returns the op that writes it back changed, with its authorization
@@ -240,11 +222,12 @@ func (s *Service) actorUpdate(ctx context.Context, spaceID, actorID string, muta
 	return port.Put(item(it.Key, a, attrGen, itoa(gen+1)), port.AttrEquals(attrGen, itoa(gen))), a, nil
 }
 
-// commitRetry commits ops built by prepare, re-running prepare after a condition failure.
+// commitRetry commits ops built by prepare, re-running prepare after a condition failure. No ops means
+// nothing changes: nothing is committed.
 func (s *Service) commitRetry(ctx context.Context, what string, prepare func(ctx context.Context) ([]port.Op, error)) error {
 	for attempt := 0; attempt < s.retries; attempt++ {
 		ops, err := prepare(ctx)
-		if err != nil {
+		if err != nil || len(ops) == 0 {
 			return err
 		}
 		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
@@ -282,41 +265,58 @@ func changeRequestID(reqs []ChangeRequest) (string, error) {
 // runs only when this call's transaction committed.
 func adminChange[T any](ctx context.Context, s *Service, spaceID, op, requestID string, fpReq map[string]any,
 	prepare func(ctx context.Context) ([]port.Op, T, error), committed func()) (T, error) {
-	var zero T
-	if requestID == "" {
-		for attempt := 0; attempt < s.retries; attempt++ {
-			ops, res, err := prepare(ctx)
-			if err != nil || len(ops) == 0 {
-				return res, err
-			}
-			_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
-			if err == nil {
-				if committed != nil {
-					committed()
-				}
-				return res, nil
-			}
-			if _, ok := port.FailedOp(err); !ok {
-				return zero, fmt.Errorf("%s: %w", op, err)
-			}
-		}
-		return zero, Errorf(CodeStorageUnavailable, "too much contention; retry")
-	}
-	fp, err := fingerprintOf(op, fpReq)
-	if err != nil {
-		return zero, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, requestID), operation: op, requestID: requestID, fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
+	if requestID != "" {
+		return adminCreate[T](ctx, s, spaceID, op, requestID, fpReq, func(ctx context.Context) (*onceTx, error) {
 			ops, res, err := prepare(ctx)
 			if err != nil {
 				return nil, err
 			}
 			return &onceTx{build: func(uint64) ([]port.Op, any, []port.Published) { return ops, res, nil }, committed: committed}, nil
-		},
+		})
+	}
+	var res T
+	changed := false
+	err := s.commitRetry(ctx, op, func(ctx context.Context) ([]port.Op, error) {
+		ops, r, err := prepare(ctx)
+		res, changed = r, len(ops) > 0
+		return ops, err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if changed && committed != nil {
+		committed()
+	}
+	return res, nil
+}
+
+// adminCreate runs a control-plane write exactly once per request_id (the creates, and a change that names
+// one): a retry with the same request_id and content replays the first result; a different content is
+// IDEMPOTENCY_CONFLICT. fpReq is what the fingerprint covers.
+func adminCreate[T any](ctx context.Context, s *Service, spaceID, op, requestID string, fpReq map[string]any,
+	prepare func(ctx context.Context) (*onceTx, error)) (T, error) {
+	fp, err := fingerprintOf(op, fpReq)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	raw, _, err := s.runOnce(ctx, onceSpec{
+		key: adminKey(spaceID, op, requestID), operation: op, requestID: requestID, fingerprint: fp, prepare: prepare,
 	})
 	return decodeResult[T](raw, err)
+}
+
+// checkLiveActor is NOT_FOUND unless the actor exists and is not revoked.
+func (s *Service) checkLiveActor(ctx context.Context, spaceID, actorID string) error {
+	a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, actorID))
+	if err != nil {
+		return err
+	}
+	if !found || a.Revoked {
+		return Errorf(CodeNotFound, "no such actor").WithDetails("actor_id", actorID)
+	}
+	return nil
 }
 
 // RevokeActor revokes an actor: every credential of it stops working at once. Idempotent by nature; an
@@ -422,29 +422,17 @@ func (s *Service) CreateConsumer(ctx context.Context, spaceID string, req Create
 		f = *req.Filter
 	}
 	f = f.Normalize()
-	const op = "admin.consumer.create"
-	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "view": req.View, "filter": f})
-	if err != nil {
-		return ConsumerResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
-			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.ActorID))
-			if err != nil {
+	return adminCreate[ConsumerResult](ctx, s, spaceID, "admin.consumer.create", req.RequestID,
+		map[string]any{"actor_id": req.ActorID, "view": req.View, "filter": f},
+		func(ctx context.Context) (*onceTx, error) {
+			if err := s.checkLiveActor(ctx, spaceID, req.ActorID); err != nil {
 				return nil, err
-			}
-			if !found || a.Revoked {
-				return nil, Errorf(CodeNotFound, "no such actor").WithDetails("actor_id", req.ActorID)
 			}
 			c := Consumer{ConsumerID: s.ids.NewID("con"), ActorID: req.ActorID, View: req.View, Filter: f, ViewRevision: 1}
 			return &onceTx{resourceID: c.ConsumerID, build: func(uint64) ([]port.Op, any, []port.Published) {
 				return []port.Op{port.Put(item(keyConsumer(spaceID, c.ConsumerID), c, attrVersion, "1"), port.NotExists()), spaceLive(spaceID)}, consumerResult(c), nil
 			}}, nil
-		},
-	})
-	return decodeResult[ConsumerResult](raw, err)
+		})
 }
 
 // UpdateConsumer changes a consumer's view or filter, increments its view_revision (old cursors then get
@@ -539,21 +527,11 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return CollectionResult{}, err
 	}
-	const op = "admin.collection.create"
-	fp, err := fingerprintOf(op, map[string]any{"source_actor_id": req.SourceActorID, "collection_id": req.CollectionID, "scope": req.Scope})
-	if err != nil {
-		return CollectionResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
-			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.SourceActorID))
-			if err != nil {
+	return adminCreate[CollectionResult](ctx, s, spaceID, "admin.collection.create", req.RequestID,
+		map[string]any{"source_actor_id": req.SourceActorID, "collection_id": req.CollectionID, "scope": req.Scope},
+		func(ctx context.Context) (*onceTx, error) {
+			if err := s.checkLiveActor(ctx, spaceID, req.SourceActorID); err != nil {
 				return nil, err
-			}
-			if !found || a.Revoked {
-				return nil, Errorf(CodeNotFound, "no such actor").WithDetails("actor_id", req.SourceActorID)
 			}
 			id := req.CollectionID
 			if id == "" {
@@ -574,9 +552,7 @@ func (s *Service) CreateCollection(ctx context.Context, spaceID string, req Crea
 					},
 					CollectionResult{CollectionID: id, SourceActorID: c.SourceActorID, Scope: c.Scope}, nil
 			}}, nil
-		},
-	})
-	return decodeResult[CollectionResult](raw, err)
+		})
 }
 
 // CreateGrantRequest is the body of POST …/grants.
@@ -635,15 +611,9 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return GrantResult{}, err
 	}
-	const op = "admin.grant.create"
-	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "permission": req.Permission, "collection_id": req.CollectionID, "blob_id": req.BlobID})
-	if err != nil {
-		return GrantResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
+	return adminCreate[GrantResult](ctx, s, spaceID, "admin.grant.create", req.RequestID,
+		map[string]any{"actor_id": req.ActorID, "permission": req.Permission, "collection_id": req.CollectionID, "blob_id": req.BlobID},
+		func(ctx context.Context) (*onceTx, error) {
 			if req.CollectionID != "" {
 				if _, _, found, err := getRecord[Collection](ctx, s.store, keyCollection(spaceID, req.CollectionID)); err != nil {
 					return nil, err
@@ -671,9 +641,7 @@ func (s *Service) CreateGrant(ctx context.Context, spaceID string, req CreateGra
 					spaceLive(spaceID),
 				}, grantResult(g), nil
 			}}, nil
-		},
-	})
-	return decodeResult[GrantResult](raw, err)
+		})
 }
 
 // RevokeGrant revokes a grant (idempotent) and increments the holder's authorization generation. With a
@@ -771,22 +739,12 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return TokenResult{}, err
 	}
-	const op = "admin.token.create"
 	var secret string
-	fp, err := fingerprintOf(op, map[string]any{"actor_id": req.ActorID, "consumer_id": req.ConsumerID, "scopes": scopes, "expires_at": expires})
-	if err != nil {
-		return TokenResult{}, err
-	}
-	raw, _, err := s.runOnce(ctx, onceSpec{
-		key: adminKey(spaceID, op, req.RequestID), operation: op, requestID: req.RequestID,
-		fingerprint: fp,
-		prepare: func(ctx context.Context) (*onceTx, error) {
-			a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(spaceID, req.ActorID))
-			if err != nil {
+	res, err := adminCreate[TokenResult](ctx, s, spaceID, "admin.token.create", req.RequestID,
+		map[string]any{"actor_id": req.ActorID, "consumer_id": req.ConsumerID, "scopes": scopes, "expires_at": expires},
+		func(ctx context.Context) (*onceTx, error) {
+			if err := s.checkLiveActor(ctx, spaceID, req.ActorID); err != nil {
 				return nil, err
-			}
-			if !found || a.Revoked {
-				return nil, Errorf(CodeNotFound, "no such actor").WithDetails("actor_id", req.ActorID)
 			}
 			// Checked for a new token only: a retry of a create that succeeded replays it even after expiry.
 			if expires != nil && !expires.After(s.clock.Now()) {
@@ -814,9 +772,7 @@ func (s *Service) CreateToken(ctx context.Context, spaceID string, req CreateTok
 					spaceLive(spaceID),
 				}, tokenResult(t, ""), nil
 			}, committed: func() { secret = fresh }}, nil
-		},
-	})
-	res, err := decodeResult[TokenResult](raw, err)
+		})
 	if err == nil && secret != "" {
 		res.Token = secret // only the call that created it sees the secret
 	}
