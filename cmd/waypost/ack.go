@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -52,21 +53,19 @@ This talks to the service directly. 'waypost inbox' keeps a local queue and ackn
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if c.json {
-				return printJSON(w, res)
-			}
-			for _, r := range res.Receipts {
-				change := "unchanged"
-				if r.Changed {
-					change = "changed"
+			return c.show(cmd, res, func(w io.Writer) error {
+				for _, r := range res.Receipts {
+					change := "unchanged"
+					if r.Changed {
+						change = "changed"
+					}
+					fmt.Fprintf(w, "%s\t%s\t(%s)\n", r.ItemID, r.Stage, change)
 				}
-				fmt.Fprintf(w, "%s\t%s\t(%s)\n", r.ItemID, r.Stage, change)
-			}
-			if res.CheckpointCursor != nil {
-				fmt.Fprintf(w, "checkpoint_cursor: %s\n", *res.CheckpointCursor)
-			}
-			return nil
+				if res.CheckpointCursor != nil {
+					fmt.Fprintf(w, "checkpoint_cursor: %s\n", *res.CheckpointCursor)
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

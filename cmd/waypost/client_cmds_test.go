@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,12 +38,7 @@ type cliTest struct {
 // working directory.
 func newCLITest(t *testing.T) *cliTest {
 	t.Helper()
-	for _, k := range []string{envURL, envToken, envAdminSecret, envSpace} {
-		t.Setenv(k, "")
-	}
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Chdir(t.TempDir())
+	home := isolateEnv(t)
 	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: testAdminSecret})
 	if err != nil {
 		t.Fatalf("server.Open: %v", err)
@@ -51,6 +47,19 @@ func newCLITest(t *testing.T) *cliTest {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &cliTest{t: t, url: hs.URL, home: home}
+}
+
+// isolateEnv clears the WAYPOST_* variables and gives the test a fresh HOME (returned) and working
+// directory.
+func isolateEnv(t *testing.T) (home string) {
+	t.Helper()
+	for _, k := range []string{envURL, envToken, envAdminSecret, envSpace} {
+		t.Setenv(k, "")
+	}
+	home = t.TempDir()
+	t.Setenv("HOME", home)
+	t.Chdir(t.TempDir())
+	return home
 }
 
 // run executes one waypost command line with stdin and returns stdout, stderr and the error.
@@ -504,22 +513,23 @@ func TestCLIAdminSecretFromDataDir(t *testing.T) {
 	}
 }
 
-// TestCLIHelp checks that every client command has an example and a working --help.
-func TestCLIHelp(t *testing.T) {
-	mine := map[string]bool{"admin": true, "send": true, "inbox": true, "ack": true, "status": true, "get": true, "describe": true}
-	var walk func(cmd *cobra.Command)
+// checkHelp checks that every runnable command under the named top-level commands has an example and a
+// --help that shows it; it returns how many it checked.
+func checkHelp(t *testing.T, names ...string) int {
+	t.Helper()
 	n := 0
+	var walk func(cmd *cobra.Command)
 	walk = func(cmd *cobra.Command) {
 		if cmd.Runnable() {
 			n++
 			if cmd.Example == "" {
 				t.Errorf("%q has no example", cmd.CommandPath())
 			}
-			c := newRoot()
+			root := newRoot()
 			var out bytes.Buffer
-			c.SetOut(&out)
-			c.SetArgs(append(strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "waypost ")), "--help"))
-			if err := c.Execute(); err != nil || !strings.Contains(out.String(), "Examples:") {
+			root.SetOut(&out)
+			root.SetArgs(append(strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "waypost ")), "--help"))
+			if err := root.Execute(); err != nil || !strings.Contains(out.String(), "Examples:") {
 				t.Errorf("%s --help: %v\n%s", cmd.CommandPath(), err, out.String())
 			}
 		}
@@ -528,11 +538,16 @@ func TestCLIHelp(t *testing.T) {
 		}
 	}
 	for _, cmd := range newRoot().Commands() {
-		if mine[cmd.Name()] {
+		if slices.Contains(names, cmd.Name()) {
 			walk(cmd)
 		}
 	}
-	if n != 23 {
+	return n
+}
+
+// TestCLIHelp checks that every client command has an example and a working --help.
+func TestCLIHelp(t *testing.T) {
+	if n := checkHelp(t, "admin", "send", "inbox", "ack", "status", "get", "describe"); n != 23 {
 		t.Errorf("checked %d runnable client commands, want 23", n)
 	}
 }

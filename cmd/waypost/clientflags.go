@@ -162,6 +162,15 @@ func (c *conn) admin(cmd *cobra.Command) (*client.Admin, error) {
 	return client.NewAdmin(c.baseURL(), secret, client.WithTimeout(c.timeout)), nil
 }
 
+// show prints v as JSON with --json, else as text writes it for a person.
+func (c *conn) show(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
+	w := cmd.OutOrStdout()
+	if c.json {
+		return printJSON(w, v)
+	}
+	return text(w)
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

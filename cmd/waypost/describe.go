@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,18 +27,16 @@ func newDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if c.json {
-				return printJSON(w, d)
-			}
-			l := d.Limits
-			return fields(w, "api_version", d.APIVersion, "app_version", d.AppVersion, "space_id", d.SpaceID, "actor_id", d.ActorID,
-				"consumer_id", orNone(d.ConsumerID), "default_recipient_id", d.DefaultRecipientID,
-				"allowed_recipient_ids", ids(d.AllowedRecipientIDs), "scopes", ids(d.Scopes),
-				"capabilities", capabilities(d.Capabilities),
-				"limits", fmt.Sprintf("max_body_text_bytes=%d max_subject_bytes=%d max_recipients=%d inbox_page_max=%d ack_items_max=%d (--json for all)",
-					l.MaxBodyTextBytes, l.MaxSubjectBytes, l.MaxRecipients, l.InboxPageMax, l.AckItemsMax),
-				"rate_limits", fmt.Sprintf("%d requests/s per credential, burst %d", d.RateLimits.RequestsPerSecond, d.RateLimits.Burst))
+			return c.show(cmd, d, func(w io.Writer) error {
+				l := d.Limits
+				return fields(w, "api_version", d.APIVersion, "app_version", d.AppVersion, "space_id", d.SpaceID, "actor_id", d.ActorID,
+					"consumer_id", orNone(d.ConsumerID), "default_recipient_id", d.DefaultRecipientID,
+					"allowed_recipient_ids", ids(d.AllowedRecipientIDs), "scopes", ids(d.Scopes),
+					"capabilities", capabilities(d.Capabilities),
+					"limits", fmt.Sprintf("max_body_text_bytes=%d max_subject_bytes=%d max_recipients=%d inbox_page_max=%d ack_items_max=%d (--json for all)",
+						l.MaxBodyTextBytes, l.MaxSubjectBytes, l.MaxRecipients, l.InboxPageMax, l.AckItemsMax),
+					"rate_limits", fmt.Sprintf("%d requests/s per credential, burst %d", d.RateLimits.RequestsPerSecond, d.RateLimits.Burst))
+			})
 		},
 	}
 	c.addDataFlags(cmd.Flags())

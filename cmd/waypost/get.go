@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -27,21 +28,19 @@ The token's actor must be its producer, one of its recipients (with message.read
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if c.json {
-				return printJSON(w, m)
-			}
-			md := strings.TrimSpace(string(m.Metadata))
-			if md == "{}" || md == "null" {
-				md = ""
-			}
-			if err := fields(w, "message_id", m.MessageID, "from", m.ProducerID, "to", ids(m.RecipientIDs), "thread_id", m.ThreadID,
-				"in_reply_to", orNone(m.InReplyTo), "kind", m.Kind, "subject", quote(m.Subject),
-				"committed_at", m.CommittedAt.Format(time.RFC3339Nano), "visible_seq", m.VisibleSeq, "metadata", md); err != nil {
+			return c.show(cmd, m, func(w io.Writer) error {
+				md := strings.TrimSpace(string(m.Metadata))
+				if md == "{}" || md == "null" {
+					md = ""
+				}
+				if err := fields(w, "message_id", m.MessageID, "from", m.ProducerID, "to", ids(m.RecipientIDs), "thread_id", m.ThreadID,
+					"in_reply_to", orNone(m.InReplyTo), "kind", m.Kind, "subject", quote(m.Subject),
+					"committed_at", m.CommittedAt.Format(time.RFC3339Nano), "visible_seq", m.VisibleSeq, "metadata", md); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(w, "\n%s\n", strings.TrimRight(m.Body.Text, "\n"))
 				return err
-			}
-			_, err = fmt.Fprintf(w, "\n%s\n", strings.TrimRight(m.Body.Text, "\n"))
-			return err
+			})
 		},
 	}
 	c.addDataFlags(cmd.Flags())

@@ -68,11 +68,7 @@ it already has.
 			if raw {
 				return rawInbox(cmd, c, cl, con, cursor, limit, withBody)
 			}
-			path, err := queuePath(state, con)
-			if err != nil {
-				return err
-			}
-			q, err := queue.Open(path, cl, con)
+			q, path, err := openQueue(state, cl, con)
 			if err != nil {
 				return err
 			}
@@ -138,10 +134,8 @@ func queueInbox(cmd *cobra.Command, c *conn, cl *client.Client, q *queue.Queue, 
 		if out.Resynced {
 			fmt.Fprintln(stderr, "the consumer's view or rights changed: resynchronized from the beginning, skipping items already received")
 		}
-		for _, it := range out.Items {
-			if err := printItem(cmd, cl, w, it, withBody); err != nil {
-				return err
-			}
+		if err := printItems(cmd, cl, w, out.Items, withBody); err != nil {
+			return err
 		}
 	}
 	if fetchErr != nil {
@@ -188,16 +182,22 @@ func rawInbox(cmd *cobra.Command, c *conn, cl *client.Client, con, cursor string
 	if err != nil {
 		return err
 	}
-	w := cmd.OutOrStdout()
-	if c.json {
-		return printJSON(w, p)
-	}
-	for _, it := range p.Items {
+	return c.show(cmd, p, func(w io.Writer) error {
+		if err := printItems(cmd, cl, w, p.Items, withBody); err != nil {
+			return err
+		}
+		return fields(w, "next_cursor", p.NextCursor, "has_more", fmt.Sprint(p.HasMore), "checkpoint_cursor", orNone(p.CheckpointCursor))
+	})
+}
+
+// printItems prints feed items, one a line (and each message's text with withBody).
+func printItems(cmd *cobra.Command, cl *client.Client, w io.Writer, items []domain.FeedItem, withBody bool) error {
+	for _, it := range items {
 		if err := printItem(cmd, cl, w, it, withBody); err != nil {
 			return err
 		}
 	}
-	return fields(w, "next_cursor", p.NextCursor, "has_more", fmt.Sprint(p.HasMore), "checkpoint_cursor", orNone(p.CheckpointCursor))
+	return nil
 }
 
 // printItem prints one feed item on one line (and the message text with withBody).
@@ -238,6 +238,16 @@ func printItem(cmd *cobra.Command, cl *client.Client, w io.Writer, it domain.Fee
 		fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(text, "\n", "\n    "))
 	}
 	return nil
+}
+
+// openQueue opens the consumer's durable queue (queuePath) and returns it with its file.
+func openQueue(state string, cl *client.Client, consumer string) (*queue.Queue, string, error) {
+	path, err := queuePath(state, consumer)
+	if err != nil {
+		return nil, "", err
+	}
+	q, err := queue.Open(path, cl, consumer)
+	return q, path, err
 }
 
 // queuePath is the consumer's durable queue file: --state, or ~/.waypost/<consumer>.queue.

@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/internal/syncbuf"
 )
@@ -717,32 +715,7 @@ func TestItemIDForPath(t *testing.T) {
 
 // TestM1CLIHelp checks that the blob, memory and wait commands have examples and a working --help.
 func TestM1CLIHelp(t *testing.T) {
-	n := 0
-	var walk func(cmd *cobra.Command)
-	walk = func(cmd *cobra.Command) {
-		if cmd.Runnable() {
-			n++
-			if cmd.Example == "" {
-				t.Errorf("%q has no example", cmd.CommandPath())
-			}
-			root := newRoot()
-			var out bytes.Buffer
-			root.SetOut(&out)
-			root.SetArgs(append(strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "waypost ")), "--help"))
-			if err := root.Execute(); err != nil || !strings.Contains(out.String(), "Examples:") {
-				t.Errorf("%s --help: %v\n%s", cmd.CommandPath(), err, out.String())
-			}
-		}
-		for _, sub := range cmd.Commands() {
-			walk(sub)
-		}
-	}
-	for _, cmd := range newRoot().Commands() {
-		if cmd.Name() == "blob" || cmd.Name() == "memory" || cmd.Name() == "wait" {
-			walk(cmd)
-		}
-	}
-	if n != 6 {
+	if n := checkHelp(t, "blob", "memory", "wait"); n != 6 {
 		t.Errorf("checked %d runnable commands, want 6", n)
 	}
 }

@@ -126,12 +126,10 @@ other files alone.`,
 				abs = out
 			}
 			res := exportOutput{CollectionID: ex.CollectionID, Revision: ex.Revision, Items: len(ex.Items), Tombstones: len(ex.Tombstones), Bytes: total, Out: abs}
-			w := cmd.OutOrStdout()
-			if c.json {
-				return printJSON(w, res)
-			}
-			return fields(w, "collection_id", res.CollectionID, "revision", strconv.FormatInt(res.Revision, 10), "items", strconv.Itoa(res.Items),
-				"tombstones", strconv.Itoa(res.Tombstones), "bytes", strconv.FormatInt(res.Bytes, 10), "out", res.Out)
+			return c.show(cmd, res, func(w io.Writer) error {
+				return fields(w, "collection_id", res.CollectionID, "revision", strconv.FormatInt(res.Revision, 10), "items", strconv.Itoa(res.Items),
+					"tombstones", strconv.Itoa(res.Tombstones), "bytes", strconv.FormatInt(res.Bytes, 10), "out", res.Out)
+			})
 		},
 	}
 	f := cmd.Flags()

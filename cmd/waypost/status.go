@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,27 +37,25 @@ ID, which is not proof that nothing happened elsewhere: repeat the send with the
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if c.json {
-				return printJSON(w, st)
-			}
-			kv := []string{"operation", st.Operation, "request_id", st.RequestID, "submission_state", string(st.SubmissionState),
-				"resource_id", st.ResourceID}
-			if st.Error != nil {
-				kv = append(kv, "error", fmt.Sprintf("%s: %s", st.Error.Code, st.Error.Message))
-			}
-			if err := fields(w, kv...); err != nil {
-				return err
-			}
-			if len(st.Result) > 0 {
+			return c.show(cmd, st, func(w io.Writer) error {
+				kv := []string{"operation", st.Operation, "request_id", st.RequestID, "submission_state", string(st.SubmissionState),
+					"resource_id", st.ResourceID}
+				if st.Error != nil {
+					kv = append(kv, "error", fmt.Sprintf("%s: %s", st.Error.Code, st.Error.Message))
+				}
+				if err := fields(w, kv...); err != nil {
+					return err
+				}
+				if len(st.Result) == 0 {
+					return nil
+				}
 				var buf bytes.Buffer
 				if err := json.Indent(&buf, st.Result, "", "  "); err != nil {
 					return fmt.Errorf("formatting the result: %w", err)
 				}
 				_, err := fmt.Fprintf(w, "result:\n%s\n", buf.String())
 				return err
-			}
-			return nil
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,12 +21,7 @@ type hookCLI struct {
 
 func newHookCLI(t *testing.T) *hookCLI {
 	t.Helper()
-	for _, k := range []string{envURL, envToken, envAdminSecret, envSpace} {
-		t.Setenv(k, "")
-	}
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Chdir(t.TempDir())
+	home := isolateEnv(t)
 	st := apitest.New(t, apitest.Options{Webhooks: apitest.Sender(t, true)})
 	return &hookCLI{cliTest: &cliTest{t: t, url: st.URL, home: home}, stack: st, w: st.World(t)}
 }
@@ -237,26 +231,7 @@ func TestCLISubscriptionUsageErrors(t *testing.T) {
 
 // TestSubscriptionCLIHelp checks that the subscription commands have examples and a working --help.
 func TestSubscriptionCLIHelp(t *testing.T) {
-	n := 0
-	for _, cmd := range newRoot().Commands() {
-		switch cmd.Name() {
-		case "subscribe", "subscriptions", "unsubscribe":
-		default:
-			continue
-		}
-		n++
-		if cmd.Example == "" {
-			t.Errorf("%q has no example", cmd.CommandPath())
-		}
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetArgs([]string{cmd.Name(), "--help"})
-		if err := root.Execute(); err != nil || !strings.Contains(out.String(), "Examples:") {
-			t.Errorf("%s --help: %v\n%s", cmd.CommandPath(), err, out.String())
-		}
-	}
-	if n != 3 {
+	if n := checkHelp(t, "subscribe", "subscriptions", "unsubscribe"); n != 3 {
 		t.Errorf("found %d subscription commands, want 3", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,25 +74,17 @@ processed once printed. Without live_feed it polls every 5 s instead.`,
 				if err != nil {
 					return err
 				}
-				w := cmd.OutOrStdout()
-				if c.json {
-					return printJSON(w, page)
-				}
-				if len(page.Items) == 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "nothing new within %s\n", wait)
-				}
-				for _, it := range page.Items {
-					if err := printItem(cmd, cl, w, it, withBody); err != nil {
+				return c.show(cmd, page, func(w io.Writer) error {
+					if len(page.Items) == 0 {
+						fmt.Fprintf(cmd.ErrOrStderr(), "nothing new within %s\n", wait)
+					}
+					if err := printItems(cmd, cl, w, page.Items, withBody); err != nil {
 						return err
 					}
-				}
-				return fields(w, "next_cursor", page.NextCursor, "has_more", fmt.Sprint(page.HasMore))
+					return fields(w, "next_cursor", page.NextCursor, "has_more", fmt.Sprint(page.HasMore))
+				})
 			}
-			path, err := queuePath(state, con)
-			if err != nil {
-				return err
-			}
-			q, err := queue.Open(path, cl, con)
+			q, path, err := openQueue(state, cl, con)
 			if err != nil {
 				return err
 			}
