@@ -95,6 +95,21 @@ type Spec struct {
 	Env []string
 }
 
+// StartInstalled starts the emulator binary called s.Name (found by FindBinary with binEnv), for a test-support
+// package whose endpointEnv names no running emulator. It returns the process, or the reason there is none.
+func StartInstalled(s Spec, endpointEnv, binEnv string) (*Process, string) {
+	bin := FindBinary(s.Name, binEnv)
+	if bin == "" {
+		return nil, fmt.Sprintf("%s is not set and no %s binary was found (PATH, $GOPATH/bin, %s)", endpointEnv, s.Name, binEnv)
+	}
+	s.Bin = bin
+	p, err := Start(s)
+	if err != nil {
+		return nil, fmt.Sprintf("%s is not set and starting %s failed: %v", endpointEnv, bin, err)
+	}
+	return p, ""
+}
+
 // Process is an emulator Start started. On Linux it is killed when the test process dies without
 // stopping it.
 type Process struct {

@@ -59,14 +59,9 @@ func lookup() (Env, *emulator.Process, string) {
 		}
 		return e, nil, ""
 	}
-	bin := emulator.FindBinary("versitygw", EnvVersitygw)
-	if bin == "" {
-		return Env{}, nil, fmt.Sprintf("%s is not set and no versitygw binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvVersitygw)
-	}
 	e := Env{AccessKey: "waypost-test", SecretKey: "waypost-test-secret-key", Region: "us-east-1"}
-	p, err := emulator.Start(emulator.Spec{
+	p, why := emulator.StartInstalled(emulator.Spec{
 		Name: "versitygw",
-		Bin:  bin,
 		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
 			root := filepath.Join(dir, "root")
 			if err := os.Mkdir(root, 0o700); err != nil {
@@ -75,9 +70,9 @@ func lookup() (Env, *emulator.Process, string) {
 			return []string{"--port", addr.String(), "--quiet", "posix", root}, nil
 		},
 		Env: []string{"ROOT_ACCESS_KEY=" + e.AccessKey, "ROOT_SECRET_KEY=" + e.SecretKey},
-	})
-	if err != nil {
-		return Env{}, nil, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
+	}, EnvEndpoint, EnvVersitygw)
+	if p == nil {
+		return Env{}, nil, why
 	}
 	e.Endpoint = "http://" + p.Addr
 	return e, p, ""

@@ -63,13 +63,8 @@ func lookup() (Env, *emulator.Process, string) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
 		return Env{Endpoint: ep, Region: Region}, nil, ""
 	}
-	bin := emulator.FindBinary("goaws", EnvGoaws)
-	if bin == "" {
-		return Env{}, nil, fmt.Sprintf("%s is not set and no goaws binary was found (PATH, $GOPATH/bin, %s)", EnvEndpoint, EnvGoaws)
-	}
-	p, err := emulator.Start(emulator.Spec{
+	p, why := emulator.StartInstalled(emulator.Spec{
 		Name: "goaws",
-		Bin:  bin,
 		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
 			cfg := filepath.Join(dir, "goaws.yaml")
 			if err := os.WriteFile(cfg, []byte(Config(int(addr.Port()))), 0o600); err != nil {
@@ -77,9 +72,9 @@ func lookup() (Env, *emulator.Process, string) {
 			}
 			return []string{"-config", cfg, "-loglevel", "warn", "Local"}, nil
 		},
-	})
-	if err != nil {
-		return Env{}, nil, fmt.Sprintf("%s is not set and starting %s failed: %v", EnvEndpoint, bin, err)
+	}, EnvEndpoint, EnvGoaws)
+	if p == nil {
+		return Env{}, nil, why
 	}
 	return Env{Endpoint: "http://" + p.Addr, Region: Region}, p, ""
 }
