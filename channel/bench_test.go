@@ -31,34 +31,12 @@ func benchWake(b *testing.B, subs int) {
 	lat := make([][]int64, subs)
 	var remaining atomic.Int64
 	allArrived := make(chan struct{}, 1)
-	var ready, done sync.WaitGroup
-	for i := range subs {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
-			h, err := sc.Subscribe("c")
-			ready.Done()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			for {
-				st, _, err := sc.Wait(context.Background(), h, time.Minute)
-				now := time.Since(base).Nanoseconds()
-				if err != nil || st != channel.StatusMessage {
-					return
-				}
-				lat[i] = append(lat[i], now-t0.Load())
-				if remaining.Add(-1) == 0 {
-					allArrived <- struct{}{}
-				}
-			}
-		}()
-	}
-	ready.Wait()
+	done := subscribe(b, hub, subs, func(i int) {
+		lat[i] = append(lat[i], time.Since(base).Nanoseconds()-t0.Load())
+		if remaining.Add(-1) == 0 {
+			allArrived <- struct{}{}
+		}
+	})
 	b.ResetTimer()
 	for range b.N {
 		runtime.Gosched() // let the last receiver park again
@@ -83,6 +61,37 @@ func benchWake(b *testing.B, subs int) {
 	}
 }
 
+// subscribe starts subs subscribers of channel "c", each on its own scope, calling received with its index
+// (0 to subs-1) as each message comes back from Wait, until the channel ends. It returns once all are
+// subscribed; the returned group is done when they have all stopped.
+func subscribe(b *testing.B, hub *channel.Hub, subs int, received func(i int)) *sync.WaitGroup {
+	var ready, done sync.WaitGroup
+	for i := range subs {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			sc := hub.NewScope(context.Background())
+			defer sc.End()
+			h, err := sc.Subscribe("c")
+			ready.Done()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for {
+				st, _, err := sc.Wait(context.Background(), h, time.Minute)
+				if err != nil || st != channel.StatusMessage {
+					return
+				}
+				received(i)
+			}
+		}()
+	}
+	ready.Wait()
+	return &done
+}
+
 // BenchmarkPublish measures sustained publishes per second into one channel
 // whose subscribers drain concurrently (64-byte messages). The publisher
 // publishes a window of messages and then waits until every subscriber has
@@ -103,32 +112,11 @@ func benchPublish(b *testing.B, subs int) {
 	}
 	var remaining atomic.Int64
 	allConsumed := make(chan struct{}, 1)
-	var ready, done sync.WaitGroup
-	for range subs {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			sc := hub.NewScope(context.Background())
-			defer sc.End()
-			h, err := sc.Subscribe("c")
-			ready.Done()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			for {
-				st, _, err := sc.Wait(context.Background(), h, time.Minute)
-				if err != nil || st != channel.StatusMessage {
-					return
-				}
-				if remaining.Add(-1) == 0 {
-					allConsumed <- struct{}{}
-				}
-			}
-		}()
-	}
-	ready.Wait()
+	done := subscribe(b, hub, subs, func(int) {
+		if remaining.Add(-1) == 0 {
+			allConsumed <- struct{}{}
+		}
+	})
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i += window {

@@ -20,9 +20,7 @@ import (
 // 事件甲订阅 c；事件乙先后发布 a、b，各返回 1；甲两次等待依次得（0，a）、（0，b）。
 func TestConformance1_PublishTwiceThenWaitTwiceInOrder(t *testing.T) {
 	t.Run("queued before waiting", func(t *testing.T) {
-		hub := channel.NewHub(channel.Limits{})
-		a := hub.NewScope(context.Background())
-		defer a.End()
+		hub, a := newScope(t)
 		h := mustSubscribe(t, a, "c")
 		if n := mustPublish(t, hub, "c", "a"); n != 1 {
 			t.Fatalf("Publish a = %d, want 1", n)
@@ -34,14 +32,11 @@ func TestConformance1_PublishTwiceThenWaitTwiceInOrder(t *testing.T) {
 		want(t, wait(t, a, h, time.Second), channel.StatusMessage, "b")
 	})
 	t.Run("waiter blocked before publishing", func(t *testing.T) {
-		hub := channel.NewHub(channel.Limits{})
-		a := hub.NewScope(context.Background())
-		defer a.End()
+		hub, a := newScope(t)
 		h := mustSubscribe(t, a, "c")
 		first := asyncWait(a, h, time.Minute)
 		time.Sleep(5 * time.Millisecond) // let A park; correctness does not depend on it
-		b := hub.NewScope(context.Background())
-		defer b.End()
+		addScope(t, hub)                 // B, the publisher
 		if n := mustPublish(t, hub, "c", "a"); n != 1 {
 			t.Fatalf("Publish a = %d, want 1", n)
 		}
@@ -59,8 +54,7 @@ func TestConformance2_NoSubscriberReturnsZeroAndNoReplay(t *testing.T) {
 	if n := mustPublish(t, hub, "c", "before"); n != 0 {
 		t.Fatalf("Publish without subscriber = %d, want 0", n)
 	}
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	a := addScope(t, hub)
 	h := mustSubscribe(t, a, "c")
 	want(t, wait(t, a, h, 0), channel.StatusTimeout, "")
 	// A channel with a subscriber that then left must not keep messages either.
@@ -80,9 +74,7 @@ func TestConformance2_NoSubscriberReturnsZeroAndNoReplay(t *testing.T) {
 
 // 甲等待 200 毫秒而无消息，得（1，空），用时约 200 毫秒；期间读取订阅数不改变这一长短。
 func TestConformance3_TimeoutLastsItsDurationDespiteCount(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	hub, a := newScope(t)
 	h := mustSubscribe(t, a, "c")
 
 	stop := make(chan struct{})
@@ -129,15 +121,12 @@ func TestConformance3_TimeoutLastsItsDurationDespiteCount(t *testing.T) {
 
 // 乙以原因“收摊”关闭 c：甲先收到已排队的消息，再得（2，收摊）；再等仍是（2，收摊）；同名可重新订阅。
 func TestConformance4_CloseDeliversQueuedThenEnds(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	hub, a := newScope(t)
 	h := mustSubscribe(t, a, "c")
 	mustPublish(t, hub, "c", "m1")
 	mustPublish(t, hub, "c", "m2")
 
-	b := hub.NewScope(context.Background())
-	defer b.End()
+	b := addScope(t, hub)
 	hb := mustSubscribe(t, b, "c") // a second subscription that is blocked in Wait
 	mustPublish(t, hub, "c", "m3")
 	want(t, wait(t, b, hb, time.Second), channel.StatusMessage, "m3") // not m1, m2
@@ -188,9 +177,7 @@ func TestConformance4_CloseDeliversQueuedThenEnds(t *testing.T) {
 
 // 甲订阅后不读取，乙连续发布超过 1 MiB：之后甲的等待得（2，含“积压”的原因），乙的发布不再送达甲。
 func TestConformance5_BacklogOverOneMiBEvicts(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	hub, a := newScope(t)
 	h := mustSubscribe(t, a, "c")
 	r := hub.NewScope(context.Background()) // a reader that keeps up
 	defer r.End()
@@ -307,11 +294,8 @@ func TestConformance6_SubscriptionAndChannelLimits(t *testing.T) {
 
 // 事件乙用事件甲的订阅柄调用等待或取消，抛豫言异常。
 func TestConformance7_ForeignHandleIsRejected(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
-	b := hub.NewScope(context.Background())
-	defer b.End()
+	hub, a := newScope(t)
+	b := addScope(t, hub)
 	h := mustSubscribe(t, a, "c")
 	mustSubscribe(t, b, "c") // B has its own subscription to the same channel
 
@@ -351,9 +335,7 @@ func TestConformance7_ForeignHandleIsRejected(t *testing.T) {
 
 // 发布 0 与 65536 字节成功；65537 字节、字节 0xFF 起首的文字失败；频道名不合规失败。
 func TestConformance8_TextSizesAndNames(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	hub, a := newScope(t)
 	h := mustSubscribe(t, a, "c")
 
 	max := strings.Repeat("é", 65536/2)

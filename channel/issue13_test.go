@@ -1,7 +1,6 @@
 package channel_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -22,8 +21,7 @@ func TestIssue13_ChannelReasonsUseSpecText(t *testing.T) {
 		}
 	}
 	hub := channel.NewHub(channel.Limits{MaxBacklogBytes: 4})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	sc := addScope(t, hub)
 
 	gone := mustSubscribe(t, sc, "c")
 	if err := sc.Unsubscribe(gone); err != nil {

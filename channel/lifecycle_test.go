@@ -57,8 +57,7 @@ func TestScopeEndCancelsLeftoverSubscriptions(t *testing.T) {
 	sc := hub.NewScope(context.Background())
 	h1 := mustSubscribe(t, sc, "a")
 	h2 := mustSubscribe(t, sc, "b")
-	other := hub.NewScope(context.Background())
-	defer other.End()
+	other := addScope(t, hub)
 	ho := mustSubscribe(t, other, "a")
 	mustPublish(t, hub, "a", "m")
 	w := asyncWait(sc, h2, time.Minute)
@@ -166,9 +165,7 @@ func TestWaitReturnsWhenContextDone(t *testing.T) {
 
 // A scope blocked in Wait must not block any other scope's operations.
 func TestWaitDoesNotBlockOtherScopes(t *testing.T) {
-	hub := channel.NewHub(channel.Limits{})
-	a := hub.NewScope(context.Background())
-	defer a.End()
+	hub, a := newScope(t)
 	ha := mustSubscribe(t, a, "quiet")
 	blocked := asyncWait(a, ha, 20*time.Second)
 	time.Sleep(5 * time.Millisecond)
@@ -261,8 +258,7 @@ func TestConcurrentScopes(t *testing.T) {
 			subWG.Add(1)
 			go func() {
 				defer subWG.Done()
-				sc := hub.NewScope(context.Background())
-				defer sc.End()
+				sc := addScope(t, hub)
 				h, err := sc.Subscribe(name)
 				if err != nil {
 					results <- tally{err: err}
@@ -406,8 +402,7 @@ func TestConcurrentChurn(t *testing.T) {
 		}
 	}
 	// All channel slots are free again.
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	sc := addScope(t, hub)
 	for _, name := range names[:4] {
 		mustSubscribe(t, sc, name)
 	}

@@ -42,9 +42,14 @@ func want(t testing.TB, got result, st channel.Status, text string) {
 func newScope(t testing.TB) (*channel.Hub, *channel.Scope) {
 	t.Helper()
 	hub := channel.NewHub(channel.Limits{})
+	return hub, addScope(t, hub)
+}
+
+// addScope is another scope on hub, ended when the test ends.
+func addScope(t testing.TB, hub *channel.Hub) *channel.Scope {
 	sc := hub.NewScope(context.Background())
 	t.Cleanup(sc.End)
-	return hub, sc
+	return sc
 }
 
 func mustSubscribe(t testing.TB, sc *channel.Scope, name string) string {

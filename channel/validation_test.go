@@ -237,8 +237,7 @@ func TestCustomLimitsApply(t *testing.T) {
 		MaxChannels: 2, MaxSubscriptionsPerChannel: 2, MaxBacklogBytes: 10,
 		MaxTextBytes: 4, MaxReasonBytes: 3, MaxWaitTimeout: time.Second,
 	})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	sc := addScope(t, hub)
 	h := mustSubscribe(t, sc, "a")
 	mustSubscribe(t, sc, "a")
 	if _, err := sc.Subscribe("a"); !errors.Is(err, channel.ErrTooManySubscriptions) {
@@ -274,8 +273,7 @@ func TestCustomLimitsApply(t *testing.T) {
 
 func TestEmptyMessagesAreBoundedByCount(t *testing.T) {
 	hub := channel.NewHub(channel.Limits{MaxBacklogBytes: 5})
-	sc := hub.NewScope(context.Background())
-	defer sc.End()
+	sc := addScope(t, hub)
 	h := mustSubscribe(t, sc, "c")
 	for i := range 5 {
 		if n := mustPublish(t, hub, "c", ""); n != 1 {
