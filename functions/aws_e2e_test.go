@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,12 +27,10 @@ import (
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
-	"github.com/waypost/waypost/functions/internal/emutest"
 	"github.com/waypost/waypost/internal/emulator"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/dynamo"
-	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob"
 )
 
@@ -193,28 +190,13 @@ func TestAWSFunctions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the Lambda bootstraps and the channel container; skipped in -short mode")
 	}
-	rie := emutest.RIE(t)
-	s3env := emutest.S3(t)
-	ddb := dynamotest.New(t)
-	table, bucket := ddb.Table(t), s3env.Bucket(t)
-	bins := buildFunctions(t, "admin", "mailbox", "memory", "blobs", "mcp", "sweeper")
-	channelBin := buildChannel(t)
-
-	const cursorKey = "e2e-cursor-key-0123456789abcdef0123456789"
 	const prefix = "e2e-blobs/"
-	values := map[string]string{
-		config.EnvTable: table, config.EnvBucket: bucket, config.EnvBlobPrefix: prefix, config.EnvCursorKey: cursorKey,
-		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint, config.EnvVersion: "e2e",
-		config.EnvAdminSecret: adminSecret, config.EnvChannelSecret: channelSecret, config.EnvLogLevel: "debug",
-	}
-	channelProc := startChannel(t, channelBin, envFor(t, config.Channel, s3env, values))
-	values[config.EnvChannelURL] = channelProc.url
-
-	var invokeMu sync.Mutex
-	fns := map[string]*lambdaFn{}
-	for _, name := range []string{"admin", "mailbox", "memory", "blobs", "mcp", "sweeper"} {
-		fns[name] = startFunction(t, rie, name, bins[name], envFor(t, name, s3env, values), &invokeMu)
-	}
+	e := newLambdaEnv(t, map[string]string{config.EnvBlobPrefix: prefix, config.EnvChannelSecret: channelSecret, config.EnvLogLevel: "debug"})
+	names := []string{"admin", "mailbox", "memory", "blobs", "mcp", "sweeper"}
+	bins := buildFunctions(t, names...)
+	channelProc := startChannel(t, buildChannel(t), e.env(t, config.Channel))
+	e.values[config.EnvChannelURL] = channelProc.url
+	fns := e.start(t, bins, names...)
 	admin, mailbox, memory, blobs, mcpFn, sweeper := fns["admin"], fns["mailbox"], fns["memory"], fns["blobs"], fns["mcp"], fns["sweeper"]
 
 	// A space with a writer A (source of a collection) and a reader B (consumer, memory.read grant).
@@ -302,7 +284,7 @@ func TestAWSFunctions(t *testing.T) {
 		Headers   map[string]string `json:"upload_headers"`
 	}](t, blobs, "POST", "/v0/blobs", a.token, map[string]any{"request_id": rid("prep"), "content_type": "text/markdown",
 		"size_bytes": len(content), "sha256": hex.EncodeToString(sum[:])})
-	if !strings.HasPrefix(prep.UploadURL, s3env.Endpoint+"/") || !strings.Contains(prep.UploadURL, "X-Amz-Signature=") {
+	if !strings.HasPrefix(prep.UploadURL, e.s3.Endpoint+"/") || !strings.Contains(prep.UploadURL, "X-Amz-Signature=") {
 		t.Fatalf("upload_url is not a presigned S3 URL: %s", prep.UploadURL)
 	}
 	put, err := http.NewRequest(http.MethodPut, prep.UploadURL, bytes.NewReader(content))
@@ -326,7 +308,7 @@ func TestAWSFunctions(t *testing.T) {
 		t.Fatalf("blob.commit: %+v", sealed)
 	}
 	status, h, _ := blobs.invoke(t, "GET", "/v0/blobs/"+prep.BlobID+"/content", map[string]string{"authorization": "Bearer " + a.token}, nil)
-	if status != http.StatusFound || h.Get("Etag") != `"`+hex.EncodeToString(sum[:])+`"` || !strings.HasPrefix(h.Get("Location"), s3env.Endpoint+"/") {
+	if status != http.StatusFound || h.Get("Etag") != `"`+hex.EncodeToString(sum[:])+`"` || !strings.HasPrefix(h.Get("Location"), e.s3.Endpoint+"/") {
 		t.Fatalf("blob content: %d %v", status, h)
 	}
 	resp, err := http.Get(h.Get("Location"))
@@ -404,11 +386,11 @@ func TestAWSFunctions(t *testing.T) {
 
 	// sweeper: an upload prepared two hours ago (by a service on the same table whose clock is behind) has
 	// expired; one invocation expires it and deletes its bytes, the next finds nothing.
-	st, err := dynamo.New(ddb.Client, table, dynamo.Options{})
+	st, err := dynamo.New(e.ddb.Client, e.table, dynamo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := s3blob.New(s3env.Client(), bucket, s3blob.Options{Prefix: prefix})
+	bs, err := s3blob.New(e.s3.Client(), e.bucket, s3blob.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +414,7 @@ func TestAWSFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	objectsOf := func(blobID string) int {
-		out, err := s3env.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+		out, err := e.s3.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(e.bucket), Prefix: aws.String(prefix)})
 		if err != nil {
 			t.Fatal(err)
 		}

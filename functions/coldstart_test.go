@@ -13,8 +13,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/waypost/waypost/functions/config"
-	"github.com/waypost/waypost/functions/internal/emutest"
-	"github.com/waypost/waypost/store/dynamo/dynamotest"
 )
 
 // EnvMeasureColdStart turns on TestColdStart, a measurement rather than a check (docs/benchmarks.md).
@@ -34,9 +32,8 @@ func TestColdStart(t *testing.T) {
 	if os.Getenv(EnvMeasureColdStart) == "" {
 		t.Skip("a measurement: set " + EnvMeasureColdStart + "=1 to run it")
 	}
-	rie := emutest.RIE(t)
-	s3env := emutest.S3(t)
-	ddb := dynamotest.New(t)
+	e := newLambdaEnv(t, map[string]string{config.EnvCursorKey: "cold-cursor-key-0123456789abcdef0123456789",
+		config.EnvDeliveryQueueURL: "http://127.0.0.1:1/000000000000/never-called", config.EnvSQSEndpoint: "http://127.0.0.1:1"})
 	names := []string{"mailbox", "memory", "blobs", "admin", "mcp", "dispatcher", "deliverer", "sweeper"}
 	bins := map[string]string{}
 	if dir := os.Getenv(EnvColdStartBinaries); dir != "" {
@@ -45,11 +42,6 @@ func TestColdStart(t *testing.T) {
 		}
 	} else {
 		bins = buildFunctions(t, names...)
-	}
-	values := map[string]string{
-		config.EnvTable: ddb.Table(t), config.EnvBucket: s3env.Bucket(t), config.EnvCursorKey: "cold-cursor-key-0123456789abcdef0123456789",
-		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint, config.EnvAdminSecret: adminSecret,
-		config.EnvDeliveryQueueURL: "http://127.0.0.1:1/000000000000/never-called", config.EnvSQSEndpoint: "http://127.0.0.1:1",
 	}
 	httpEvent, _ := json.Marshal(events.APIGatewayV2HTTPRequest{Version: "2.0", RouteKey: "$default", RawPath: "/v0/describe",
 		Headers:        map[string]string{"host": "api.example.test"},
@@ -67,7 +59,7 @@ func TestColdStart(t *testing.T) {
 		for range 5 {
 			var mu sync.Mutex
 			start := time.Now()
-			fn := startFunction(t, rie, name, bins[name], envFor(t, name, s3env, values), &mu)
+			fn := startFunction(t, e.rie, name, bins[name], e.env(t, name), &mu)
 			raw := fn.invokeRaw(t, []byte(p))
 			runs = append(runs, time.Since(start))
 			if strings.Contains(string(raw), "errorType") && name != "deliverer" {

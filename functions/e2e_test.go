@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -132,6 +133,68 @@ func startFunction(t *testing.T, rie, name, bootstrap string, env []string, invo
 	}
 	return &lambdaFn{name: name, invokeURL: "http://" + rieAddr + "/2015-03-31/functions/function/invocations", mu: invokeMu, logs: logs,
 		riePID: cmd.Process.Pid}
+}
+
+// cursorKey is the cursor key of the deployments under test.
+const cursorKey = "e2e-cursor-key-0123456789abcdef0123456789"
+
+// lambdaEnv is the emulated AWS of one Lambda test: aws-lambda-rie, a fresh DynamoDB table (minidyn, served
+// by this process) and S3 bucket (versitygw), and the settings the test's functions share.
+type lambdaEnv struct {
+	rie           string
+	s3            s3test.Env
+	ddb           *dynamotest.Server
+	table, bucket string
+	// values are the config variables by name (envFor); a test adds its own before starting functions.
+	values   map[string]string
+	invokeMu sync.Mutex // one invocation at a time
+}
+
+// newLambdaEnv looks up the emulators (newLambdaEnv skips the test without them, or fails it under
+// WAYPOST_REQUIRE_EMULATORS) and makes the table and the bucket; more adds to or overrides the settings.
+func newLambdaEnv(t *testing.T, more map[string]string) *lambdaEnv {
+	t.Helper()
+	e := &lambdaEnv{rie: emutest.RIE(t), s3: emutest.S3(t), ddb: dynamotest.New(t)}
+	e.table, e.bucket = e.ddb.Table(t), e.s3.Bucket(t)
+	e.values = map[string]string{
+		config.EnvTable: e.table, config.EnvBucket: e.bucket, config.EnvCursorKey: cursorKey,
+		config.EnvDynamoDBEndpoint: e.ddb.URL, config.EnvS3Endpoint: e.s3.Endpoint, config.EnvVersion: "e2e",
+		config.EnvAdminSecret: adminSecret,
+	}
+	maps.Copy(e.values, more)
+	return e
+}
+
+// env is the process environment of function with the test's values (envFor), plus extra "NAME=value".
+func (e *lambdaEnv) env(t *testing.T, function string, extra ...string) []string {
+	return envFor(t, function, e.s3, e.values, extra...)
+}
+
+// start starts the named bootstraps of bins, each under its own aws-lambda-rie.
+func (e *lambdaEnv) start(t *testing.T, bins map[string]string, names ...string) map[string]*lambdaFn {
+	t.Helper()
+	fns := map[string]*lambdaFn{}
+	for _, name := range names {
+		fns[name] = startFunction(t, e.rie, name, bins[name], e.env(t, name), &e.invokeMu)
+	}
+	return fns
+}
+
+// newParty creates, through the admin function, an actor called name in space with an inbox consumer and a
+// token of scopes for both; rid names each request.
+func newParty(t *testing.T, admin *lambdaFn, space, name string, rid func(string) string, scopes ...string) party {
+	t.Helper()
+	a, _ := okData[struct {
+		ActorID string `json:"actor_id"`
+	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
+	c, _ := okData[struct {
+		ConsumerID string `json:"consumer_id"`
+	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
+	tk, _ := okData[struct {
+		Token string `json:"token"`
+	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
+		"actor_id": a.ActorID, "consumer_id": c.ConsumerID, "scopes": scopes})
+	return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
 }
 
 // envelope is the RFC §5.2 result envelope.
@@ -303,23 +366,11 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the Lambda bootstraps; skipped in -short mode")
 	}
-	rie := emutest.RIE(t)
-	s3env := emutest.S3(t)
-	ddb := dynamotest.New(t)
-	table := ddb.Table(t)
-	bucket := s3env.Bucket(t)
+	e := newLambdaEnv(t, map[string]string{config.EnvInlineBodyMax: "512"})
 	bins := buildFunctions(t, "admin", "mailbox")
-
-	values := map[string]string{
-		config.EnvTable: table, config.EnvBucket: bucket,
-		config.EnvCursorKey:        "e2e-cursor-key-0123456789abcdef0123456789",
-		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint,
-		config.EnvInlineBodyMax: "512", config.EnvVersion: "e2e", config.EnvAdminSecret: adminSecret,
-	}
-	var invokeMu sync.Mutex
-	admin := startFunction(t, rie, "admin", bins["admin"], envFor(t, "admin", s3env, values), &invokeMu)
+	admin := e.start(t, bins, "admin")["admin"]
 	// The mailbox function also gets the admin secret, which it must not even read.
-	mailbox := startFunction(t, rie, "mailbox", bins["mailbox"], envFor(t, "mailbox", s3env, values, config.EnvAdminSecret+"="+adminSecret), &invokeMu)
+	mailbox := startFunction(t, e.rie, "mailbox", bins["mailbox"], e.env(t, "mailbox", config.EnvAdminSecret+"="+adminSecret), &e.invokeMu)
 
 	// The mailbox function never serves the control plane.
 	if status, e := mailbox.call(t, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "nope"}); e.OK || status < 400 {
@@ -334,20 +385,8 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	sp, _ := okData[spaceData](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "loop"})
 	n := 0
 	rid := func(p string) string { n++; return fmt.Sprintf("%s-%d", p, n) }
-	newParty := func(name string) party {
-		a, _ := okData[struct {
-			ActorID string `json:"actor_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
-		c, _ := okData[struct {
-			ConsumerID string `json:"consumer_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
-		tk, _ := okData[struct {
-			Token string `json:"token"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
-			"actor_id": a.ActorID, "consumer_id": c.ConsumerID, "scopes": []string{"message.send", "message.read", "receipt.write"}})
-		return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
-	}
-	a, b := newParty("agent A"), newParty("client B")
+	scopes := []string{"message.send", "message.read", "receipt.write"}
+	a, b := newParty(t, admin, sp.SpaceID, "agent A", rid, scopes...), newParty(t, admin, sp.SpaceID, "client B", rid, scopes...)
 
 	d, _ := okData[struct {
 		SpaceID string `json:"space_id"`

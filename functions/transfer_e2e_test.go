@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,24 +52,14 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	rie := emutest.RIE(t)
-	s3env := emutest.S3(t)
-	ddb := dynamotest.New(t)
-	st := &stack{table: ddb.Table(t), bucket: s3env.Bucket(t), prefix: "stack/", cursorKey: "e2e-cursor-key-0123456789abcdef0123456789",
-		ddb: ddb, s3Endpoint: s3env.Endpoint, fns: map[string]*lambdaFn{}}
+	const prefix = "stack/"
+	e := newLambdaEnv(t, map[string]string{config.EnvBlobPrefix: prefix, config.EnvChannelSecret: channelSecret, config.EnvMCPWaitsPerSpace: "2"})
+	st := &stack{table: e.table, bucket: e.bucket, prefix: prefix, cursorKey: cursorKey, ddb: e.ddb, s3Endpoint: e.s3.Endpoint}
 	names := []string{"admin", "mailbox", "memory", "blobs", "mcp"}
 	bins := buildFunctions(t, names...)
-	values := map[string]string{
-		config.EnvTable: st.table, config.EnvBucket: st.bucket, config.EnvBlobPrefix: st.prefix, config.EnvCursorKey: st.cursorKey,
-		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint, config.EnvVersion: "e2e",
-		config.EnvAdminSecret: adminSecret, config.EnvChannelSecret: channelSecret, config.EnvMCPWaitsPerSpace: "2",
-	}
-	channelProc := startChannel(t, buildChannel(t), envFor(t, config.Channel, s3env, values))
-	values[config.EnvChannelURL] = channelProc.url
-	var invokeMu sync.Mutex
-	for _, name := range names {
-		st.fns[name] = startFunction(t, rie, name, bins[name], envFor(t, name, s3env, values), &invokeMu)
-	}
+	channelProc := startChannel(t, buildChannel(t), e.env(t, config.Channel))
+	e.values[config.EnvChannelURL] = channelProc.url
+	st.fns = e.start(t, bins, names...)
 	st.gw = newGateway(t, st.fns, channelProc.url)
 	st.admin = client.NewAdmin(st.gw.URL(), adminSecret)
 	return st

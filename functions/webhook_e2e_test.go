@@ -25,8 +25,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/waypost/waypost/functions/config"
-	"github.com/waypost/waypost/functions/internal/emutest"
-	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/sqsqueue"
 	"github.com/waypost/waypost/store/sqsqueue/sqstest"
 )
@@ -291,29 +289,14 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the Lambda bootstraps; skipped in -short mode")
 	}
-	rie := emutest.RIE(t)
-	s3env := emutest.S3(t)
 	sqsEnv := sqstest.Require(t)
-	ddb := dynamotest.New(t)
-	table := ddb.Table(t)
-	bucket := s3env.Bucket(t)
 	queueURL := sqsEnv.Queue(t)
 	q := queue{c: sqsEnv.Client(), url: queueURL}
 	sends, sqsURL := startSQSRecorder(t, sqsEnv.Endpoint)
 	recv := newReceiver(t)
-	bins := buildFunctions(t, "admin", "mailbox", "dispatcher", "deliverer")
-
-	values := map[string]string{
-		config.EnvTable: table, config.EnvBucket: bucket, config.EnvCursorKey: "e2e-cursor-key-0123456789abcdef0123456789",
-		config.EnvDynamoDBEndpoint: ddb.URL, config.EnvS3Endpoint: s3env.Endpoint, config.EnvVersion: "e2e",
-		config.EnvAdminSecret: adminSecret, config.EnvDeliveryQueueURL: queueURL, config.EnvSQSEndpoint: sqsURL,
-		config.EnvWebhookAllowLoopback: "1",
-	}
-	var invokeMu sync.Mutex
-	fn := map[string]*lambdaFn{}
-	for _, name := range []string{"admin", "mailbox", "dispatcher", "deliverer"} {
-		fn[name] = startFunction(t, rie, name, bins[name], envFor(t, name, s3env, values), &invokeMu)
-	}
+	e := newLambdaEnv(t, map[string]string{config.EnvDeliveryQueueURL: queueURL, config.EnvSQSEndpoint: sqsURL, config.EnvWebhookAllowLoopback: "1"})
+	names := []string{"admin", "mailbox", "dispatcher", "deliverer"}
+	fn := e.start(t, buildFunctions(t, names...), names...)
 	admin, mailbox, dispatcher, deliverer := fn["admin"], fn["mailbox"], fn["dispatcher"], fn["deliverer"]
 
 	// Control plane: a space, A (sender) and B (subscriber with an inbox consumer).
@@ -327,21 +310,8 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	}
 	n := 0
 	rid := func(p string) string { n++; return fmt.Sprintf("%s-%d", p, n) }
-	newParty := func(name string, scopes ...string) party {
-		a, _ := okData[struct {
-			ActorID string `json:"actor_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
-		c, _ := okData[struct {
-			ConsumerID string `json:"consumer_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
-		tk, _ := okData[struct {
-			Token string `json:"token"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
-			"actor_id": a.ActorID, "consumer_id": c.ConsumerID, "scopes": scopes})
-		return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
-	}
-	a := newParty("agent A", "message.send", "message.read")
-	b := newParty("client B", "message.read", "subscription.manage")
+	a := newParty(t, admin, sp.SpaceID, "agent A", rid, "message.send", "message.read")
+	b := newParty(t, admin, sp.SpaceID, "client B", rid, "message.read", "subscription.manage")
 
 	// B subscribes through the mailbox function: the challenge reaches the receiver and is answered.
 	sub, _ := okData[struct {
@@ -356,7 +326,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if sub.State != "active" || recv.challenges != 1 {
 		t.Fatalf("subscription %+v after %d challenges", sub, recv.challenges)
 	}
-	stream := ddb.Stream(t, table) // from here on, every write reaches the dispatcher
+	stream := e.ddb.Stream(t, e.table) // from here on, every write reaches the dispatcher
 
 	send := func(text string) sendData {
 		t.Helper()
