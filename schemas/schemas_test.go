@@ -367,21 +367,35 @@ func TestValidateValue(t *testing.T) {
 	}
 }
 
+// publishedLimits returns the names of the limits describe publishes (the required members of limits).
+func publishedLimits(t *testing.T) []string {
+	return schemaStrings(t, "describe.response", "properties", "limits", "required")
+}
+
+// schemaStrings returns the list of strings found in schema name by following the object members of path.
+func schemaStrings(t *testing.T, name string, path ...string) []string {
+	t.Helper()
+	raw, _ := Raw(name)
+	var node any
+	if err := json.Unmarshal(raw, &node); err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range path {
+		obj, _ := node.(map[string]any)
+		node = obj[member]
+	}
+	list, _ := node.([]any)
+	out := make([]string, len(list))
+	for i, v := range list {
+		out[i], _ = v.(string)
+	}
+	return out
+}
+
 // TestDescribeLimitsAndCodes pins the enumerations to SUPPLEMENT §5.3 and
 // §11.4 so that a change there is a deliberate change here.
 func TestDescribeLimitsAndCodes(t *testing.T) {
 	t.Parallel()
-	raw, _ := Raw("describe.response")
-	var d struct {
-		Properties struct {
-			Limits struct {
-				Required []string `json:"required"`
-			} `json:"limits"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
 	limits := []string{"max_request_bytes", "max_id_bytes", "max_request_id_bytes", "max_subject_bytes",
 		"max_body_text_bytes", "max_metadata_bytes", "max_recipients", "max_attachments", "max_blob_bytes",
 		"upload_ttl_seconds", "inbox_page_default", "inbox_page_max", "ack_items_max", "memory_inline_changes_max",
@@ -389,28 +403,17 @@ func TestDescribeLimitsAndCodes(t *testing.T) {
 		"memory_read_page_default", "memory_read_page_max", "subscriptions_per_consumer", "event_max_bytes",
 		"subscription_ttl_default", "subscription_ttl_max", "revision_max", "visible_seq_max", "feed_wait_max_ms",
 		"space_max_stored_bytes", "space_max_items"}
-	if !slices.Equal(d.Properties.Limits.Required, limits) {
-		t.Errorf("limits = %v", d.Properties.Limits.Required)
+	if got := publishedLimits(t); !slices.Equal(got, limits) {
+		t.Errorf("limits = %v", got)
 	}
 
-	raw, _ = Raw(CommonName)
-	var c struct {
-		Defs struct {
-			ErrorCode struct {
-				Enum []string `json:"enum"`
-			} `json:"error_code"`
-		} `json:"$defs"`
-	}
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
 	codes := []string{"INVALID_REQUEST", "UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND", "IDEMPOTENCY_CONFLICT",
 		"SUBMISSION_PENDING", "REVISION_CONFLICT", "BLOB_NOT_SEALED", "CHECKSUM_MISMATCH", "INVALID_BLOB",
 		"INVALID_MANIFEST", "UPLOAD_EXPIRED", "UPLOAD_CONTENT_CONFLICT", "UPLOAD_SEALED", "INVALID_CURSOR",
 		"CURSOR_SCOPE_CHANGED", "CURSOR_EXPIRED", "RESOURCE_LIMIT", "PAYLOAD_TOO_LARGE", "UNSUPPORTED",
 		"RATE_LIMITED", "STORAGE_UNAVAILABLE", "INTERNAL", "WEBHOOK_VERIFICATION_FAILED", "FORBIDDEN_TARGET"}
-	if !slices.Equal(c.Defs.ErrorCode.Enum, codes) {
-		t.Errorf("error codes = %v", c.Defs.ErrorCode.Enum)
+	if got := schemaStrings(t, CommonName, "$defs", "error_code", "enum"); !slices.Equal(got, codes) {
+		t.Errorf("error codes = %v", got)
 	}
 }
 
@@ -513,17 +516,7 @@ func TestResourceLimit(t *testing.T) {
 // describe publishes and sits beside an upper-bound keyword.
 func TestLimitAnnotations(t *testing.T) {
 	t.Parallel()
-	raw, _ := Raw("describe.response")
-	var d struct {
-		Properties struct {
-			Limits struct {
-				Required []string `json:"required"`
-			} `json:"limits"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
+	published := publishedLimits(t)
 	found := 0
 	var walk func(node any)
 	walk = func(node any) {
@@ -532,7 +525,7 @@ func TestLimitAnnotations(t *testing.T) {
 			if name, ok := n[LimitKeyword]; ok {
 				found++
 				s, _ := name.(string)
-				if !slices.Contains(d.Properties.Limits.Required, s) {
+				if !slices.Contains(published, s) {
 					t.Errorf("%s %q is not a published limit", LimitKeyword, name)
 				}
 				_, a := n["maxItems"]
