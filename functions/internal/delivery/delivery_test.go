@@ -134,6 +134,27 @@ func newDeliveryWorld(t *testing.T) *deliveryWorld {
 }
 
 // next returns the stream records since the last call, after the JSON trip Lambda makes them take.
+// sendTwo sends two messages from A to B and returns the stream batch of both, with their two feed records.
+func (w *deliveryWorld) sendTwo(t *testing.T) (events.DynamoDBEvent, []events.DynamoDBEventRecord) {
+	t.Helper()
+	w.f.Send(w.a.P, "one", w.b.ActorID)
+	w.f.Send(w.a.P, "two", w.b.ActorID)
+	ev := w.next(t)
+	feed := feedRecords(ev)
+	if len(feed) != 2 {
+		t.Fatalf("%d feed records", len(feed))
+	}
+	return ev, feed
+}
+
+// dispatchAll runs the dispatcher on ev, which must go through whole and queue exactly wakes wake-ups.
+func (w *deliveryWorld) dispatchAll(t *testing.T, ev events.DynamoDBEvent, wakes int, what string) {
+	t.Helper()
+	if resp, err := w.dispatch.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != wakes {
+		t.Fatalf("%s: %+v, %v", what, resp, err)
+	}
+}
+
 func (w *deliveryWorld) next(t *testing.T) events.DynamoDBEvent {
 	t.Helper()
 	b, err := json.Marshal(w.stream.Next(t))
@@ -207,36 +228,24 @@ func TestDispatchHandler(t *testing.T) {
 		t.Fatalf("pending deliveries: %+v, %v", list, err)
 	}
 	// The same batch again (a retried stream batch): nothing new.
-	if resp, err := w.dispatch.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
-		t.Fatalf("repeated batch: %+v, %v", resp, err)
-	}
+	w.dispatchAll(t, ev, 0, "repeated batch")
 	// A void visible_seq slot (a reservation whose transaction never committed) announces nothing.
 	void := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{EventName: "INSERT", Change: events.DynamoDBStreamRecord{
 		SequenceNumber: "void-1", NewImage: map[string]events.DynamoDBAttributeValue{
 			"pk": events.NewStringAttribute("FD#" + w.space), "sk": events.NewStringAttribute("00000000000000000099"),
 			dynamo.AttrVoid: events.NewBooleanAttribute(true)}}}}}
-	if resp, err := w.dispatch.Handle(ctx, void); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
-		t.Fatalf("void slot: %+v, %v", resp, err)
-	}
+	w.dispatchAll(t, void, 0, "void slot")
 	// REMOVE records and records of other items change nothing.
 	rm := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{
 		Keys: feed[0].Change.Keys, SequenceNumber: "1"}}}}
-	if resp, err := w.dispatch.Handle(ctx, rm); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
-		t.Fatalf("REMOVE: %+v, %v", resp, err)
-	}
+	w.dispatchAll(t, rm, 0, "REMOVE")
 }
 
 // A record whose image cannot be read is the batch item failure; the records before it are dispatched.
 func TestDispatchHandlerBadImage(t *testing.T) {
 	w := newDeliveryWorld(t)
 	ctx := context.Background()
-	w.f.Send(w.a.P, "one", w.b.ActorID)
-	w.f.Send(w.a.P, "two", w.b.ActorID)
-	ev := w.next(t)
-	feed := feedRecords(ev)
-	if len(feed) != 2 {
-		t.Fatalf("%d feed records", len(feed))
-	}
+	ev, feed := w.sendTwo(t)
 	bad := events.DynamoDBEventRecord{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "bad-1",
 		Keys: map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute("FD#x"), "sk": events.NewStringAttribute("1")}}}
 	ev.Records = []events.DynamoDBEventRecord{feed[0], bad, feed[1]} // KEYS_ONLY-like: no new image
@@ -249,9 +258,7 @@ func TestDispatchHandlerBadImage(t *testing.T) {
 	}
 	// Lambda retries from the failed record on; once it is fixed, the rest goes through.
 	ev.Records = []events.DynamoDBEventRecord{feed[1]}
-	if resp, err := w.dispatch.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 1 {
-		t.Fatalf("retry: %+v, %v", resp, err)
-	}
+	w.dispatchAll(t, ev, 1, "retry")
 }
 
 // A storage failure names the first record that could not be dispatched: the batch fails, then record by
@@ -259,13 +266,7 @@ func TestDispatchHandlerBadImage(t *testing.T) {
 func TestDispatchHandlerStorageFailure(t *testing.T) {
 	w := newDeliveryWorld(t)
 	ctx := context.Background()
-	w.f.Send(w.a.P, "one", w.b.ActorID)
-	w.f.Send(w.a.P, "two", w.b.ActorID)
-	ev := w.next(t)
-	feed := feedRecords(ev)
-	if len(feed) != 2 {
-		t.Fatalf("%d feed records", len(feed))
-	}
+	ev, feed := w.sendTwo(t)
 	reads := 0 // subscription reads: the batch's (fails), the first record's (works), then every later one fails
 	armed := w.items.FailQuery(faulty.QueryFault{Fault: faulty.Fault{Repeat: true}, Match: func(q port.Query) bool {
 		if !strings.HasPrefix(q.PK, "WS#") {
@@ -283,9 +284,7 @@ func TestDispatchHandlerStorageFailure(t *testing.T) {
 		t.Fatalf("wake-ups: %+v, want the first item's", wakes)
 	}
 	armed.Disarm()
-	if resp, err := w.dispatch.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 1 {
-		t.Fatalf("retry: %+v, %v", resp, err)
-	}
+	w.dispatchAll(t, ev, 1, "retry")
 }
 
 // The deliverer attempts what a message wakes, queues the next wake-up of what is not finished (at the
@@ -362,9 +361,8 @@ func TestDeliverHandler(t *testing.T) {
 func TestDeliverHandlerFailures(t *testing.T) {
 	w := newDeliveryWorld(t)
 	ctx := context.Background()
-	w.f.Send(w.a.P, "one", w.b.ActorID)
-	w.f.Send(w.a.P, "two", w.b.ActorID)
-	if _, err := w.dispatch.Handle(ctx, w.next(t)); err != nil {
+	ev, _ := w.sendTwo(t)
+	if _, err := w.dispatch.Handle(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
 	wakes := w.queue.take()
