@@ -1,15 +1,12 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/waypost/waypost/api/apitest"
@@ -17,46 +14,6 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
 )
-
-// bodies is a transport that keeps every response body.
-type bodies struct {
-	mu  sync.Mutex
-	all [][]byte
-}
-
-func (b *bodies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	b.all = append(b.all, raw)
-	b.mu.Unlock()
-	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	return resp, nil
-}
-
-func (b *bodies) last() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.all[len(b.all)-1]
-}
-
-func (b *bodies) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, raw := range b.all {
-		if bytes.Contains(raw, []byte(s)) {
-			return true
-		}
-	}
-	return false
-}
 
 func TestNewWebhookSecret(t *testing.T) {
 	t.Parallel()

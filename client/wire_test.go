@@ -16,13 +16,13 @@ import (
 	"github.com/waypost/waypost/server/servertest"
 )
 
-// recorder keeps the raw body of the last response.
-type recorder struct {
-	mu   sync.Mutex
-	last []byte
+// bodies is a transport that keeps every response body.
+type bodies struct {
+	mu  sync.Mutex
+	all [][]byte
 }
 
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+func (b *bodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -32,17 +32,28 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	r.last = raw
-	r.mu.Unlock()
+	b.mu.Lock()
+	b.all = append(b.all, raw)
+	b.mu.Unlock()
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
 	return resp, nil
 }
 
-func (r *recorder) take() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last
+func (b *bodies) last() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.all[len(b.all)-1]
+}
+
+func (b *bodies) contains(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, raw := range b.all {
+		if bytes.Contains(raw, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestWireShapesAgainstRealServer drives every call of the client against a real in-process server and
@@ -56,7 +67,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
+	rec := &bodies{}
 	hc := &http.Client{Transport: rec}
 	ctx := context.Background()
 	ad := client.NewAdmin(url, servertest.AdminSecret, client.WithHTTPClient(hc))
@@ -66,7 +77,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		raw := rec.take()
+		raw := rec.last()
 		if verr := reg.Validate("envelope.success", raw); verr != nil {
 			t.Errorf("%s: envelope: %v", what, verr)
 		}
@@ -95,7 +106,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 		if !client.IsCode(err, code) {
 			t.Fatalf("%s: err = %v, want %s", what, err, code)
 		}
-		if verr := reg.Validate("envelope.error", rec.take()); verr != nil {
+		if verr := reg.Validate("envelope.error", rec.last()); verr != nil {
 			t.Errorf("%s: error envelope: %v", what, verr)
 		}
 	}
