@@ -34,11 +34,7 @@ This talks to the service directly. 'waypost inbox' keeps a local queue and ackn
 			if requestID != "" && !domain.ValidRequestID(requestID) {
 				return usagef("--request-id must match [A-Za-z0-9_.:-]{1,128}")
 			}
-			cl, err := c.data()
-			if err != nil {
-				return err
-			}
-			con, err := resolveConsumer(cmd.Context(), cl, consumer)
+			cl, con, err := c.consumerData(cmd.Context(), consumer)
 			if err != nil {
 				return err
 			}
@@ -75,6 +71,16 @@ This talks to the service directly. 'waypost inbox' keeps a local queue and ackn
 	f.StringVar(&consumer, "consumer", "", "consumer ID (default: the consumer the token is bound to)")
 	f.StringVar(&requestID, "request-id", "", "idempotency key (default: a new random one)")
 	return withUsageErrors(cmd)
+}
+
+// consumerData returns the data-plane client and the consumer it reads for (resolveConsumer).
+func (c *conn) consumerData(ctx context.Context, flag string) (*client.Client, string, error) {
+	cl, err := c.data()
+	if err != nil {
+		return nil, "", err
+	}
+	con, err := resolveConsumer(ctx, cl, flag)
+	return cl, con, err
 }
 
 // resolveConsumer returns the --consumer value, else the consumer the token is bound to (from describe).

@@ -57,11 +57,7 @@ it already has.
 			if limit < 0 {
 				return usagef("--limit must be positive")
 			}
-			cl, err := c.data()
-			if err != nil {
-				return err
-			}
-			con, err := resolveConsumer(cmd.Context(), cl, consumer)
+			cl, con, err := c.consumerData(cmd.Context(), consumer)
 			if err != nil {
 				return err
 			}

@@ -83,13 +83,11 @@ generated and printed on stderr; repeat the command with it after an interruptio
 				s := int(ttl / time.Second)
 				req.TTLSeconds = &s
 			}
-			cl, err := c.data()
+			cl, con, err := c.consumerData(cmd.Context(), consumer)
 			if err != nil {
 				return err
 			}
-			if req.ConsumerID, err = resolveConsumer(cmd.Context(), cl, consumer); err != nil {
-				return err
-			}
+			req.ConsumerID = con
 			w, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if newSecret {
 				if req.Delivery.Secret, err = client.NewWebhookSecret(); err != nil {

@@ -56,12 +56,8 @@ processed once printed. Without live_feed it polls every 5 s instead.`,
 			if !follow && (state != "" || ackProcessed) {
 				return usagef("--state and --ack-processed need --follow")
 			}
-			cl, err := c.data()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			con, err := resolveConsumer(ctx, cl, consumer)
+			cl, con, err := c.consumerData(ctx, consumer)
 			if err != nil {
 				return err
 			}
