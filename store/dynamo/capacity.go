@@ -79,29 +79,13 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range t.Value {
-			n += len(s)
-		}
-		return n
+		return sizeOfAll(t.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range t.Value {
-			n += len(b)
-		}
-		return n
+		return sizeOfAll(t.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range t.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sizeOfAll(t.Value, numberSize)
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range t.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
+		return 3 + sizeOfAll(t.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range t.Value {
@@ -110,6 +94,15 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sizeOfAll is the sum of size over the elements of a set or list.
+func sizeOfAll[E any](list []E, size func(E) int) int {
+	n := 0
+	for _, e := range list {
+		n += size(e)
+	}
+	return n
 }
 
 // numberSize approximates DynamoDB's number size: one byte per two significant digits, plus one.

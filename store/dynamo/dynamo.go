@@ -261,12 +261,7 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 			ExclusiveStartKey:      start,
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		}
-		var page *dynamodb.QueryOutput
-		err := s.retry(ctx, func() (bool, error) {
-			var err error
-			page, err = s.api.Query(ctx, in)
-			return transient(err), err
-		})
+		page, err := call(ctx, s, in, s.api.Query)
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: query %q: %w", q.PK, err)
 		}

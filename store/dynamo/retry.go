@@ -8,6 +8,7 @@ import (
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 
 	"github.com/waypost/waypost/domain/port"
@@ -77,6 +78,17 @@ func (s *Store) retry(ctx context.Context, fn func() (retry bool, err error)) er
 			return err
 		}
 	}
+}
+
+// call sends one request with send (a method of API), retrying transient failures (retry).
+func call[In, Out any](ctx context.Context, s *Store, in In, send func(context.Context, In, ...func(*dynamodb.Options)) (Out, error)) (Out, error) {
+	var out Out
+	err := s.retry(ctx, func() (bool, error) {
+		var err error
+		out, err = send(ctx, in)
+		return transient(err), err
+	})
+	return out, err
 }
 
 // sleep waits a full-jitter exponential backoff for the given attempt, or until ctx ends.

@@ -423,12 +423,7 @@ func (s *Store) scanSlots(ctx context.Context, seq port.Sequence, h uint64, limi
 		Limit:                     aws.Int32(int32(limit)),
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 	}
-	var page *dynamodb.QueryOutput
-	err := s.retry(ctx, func() (bool, error) {
-		var err error
-		page, err = s.api.Query(ctx, in)
-		return transient(err), err
-	})
+	page, err := call(ctx, s, in, s.api.Query)
 	if err != nil {
 		return nil, fmt.Errorf("probing %s above %d: %w", seq.Slots, h, err)
 	}
@@ -460,13 +455,10 @@ func (s *Store) voidSlot(ctx context.Context, k port.Key) (present bool, err err
 		ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
 		ReturnConsumedCapacity:   types.ReturnConsumedCapacityTotal,
 	}
-	err = s.retry(ctx, func() (bool, error) {
-		out, err := s.api.PutItem(ctx, in)
-		if err == nil {
-			s.report(Usage{Operation: "PutItem", Items: 1, WriteUnits: WriteUnits(ItemSize(av))}, out.ConsumedCapacity)
-		}
-		return transient(err), err
-	})
+	out, err := call(ctx, s, in, s.api.PutItem)
+	if err == nil {
+		s.report(Usage{Operation: "PutItem", Items: 1, WriteUnits: WriteUnits(ItemSize(av))}, out.ConsumedCapacity)
+	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return true, nil
@@ -479,12 +471,7 @@ func (s *Store) voidSlot(ctx context.Context, k port.Key) (present bool, err err
 
 // update sends one UpdateItem, retrying transient failures.
 func (s *Store) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	var out *dynamodb.UpdateItemOutput
-	err := s.retry(ctx, func() (bool, error) {
-		var err error
-		out, err = s.api.UpdateItem(ctx, in)
-		return transient(err), err
-	})
+	out, err := call(ctx, s, in, s.api.UpdateItem)
 	if err != nil {
 		return nil, err
 	}
@@ -510,12 +497,7 @@ func (s *Store) rawGet(ctx context.Context, k port.Key) (map[string]types.Attrib
 		ConsistentRead:         aws.Bool(true),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	}
-	var out *dynamodb.GetItemOutput
-	err := s.retry(ctx, func() (bool, error) {
-		var err error
-		out, err = s.api.GetItem(ctx, in)
-		return transient(err), err
-	})
+	out, err := call(ctx, s, in, s.api.GetItem)
 	if err != nil {
 		return nil, false, err
 	}
@@ -667,15 +649,10 @@ func (s *Store) DropSequence(ctx context.Context, seq port.Sequence, limit int) 
 		items[i] = types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyAV(k)}}
 	}
 	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal}
-	err = s.retry(ctx, func() (bool, error) {
-		out, err := s.api.TransactWriteItems(ctx, in)
-		if err == nil {
-			s.report(Usage{Operation: "TransactWriteItems", Items: len(items), WriteUnits: float64(2 * len(items))}, ptrs(out.ConsumedCapacity)...)
-		}
-		return transient(err), err
-	})
+	out, err := call(ctx, s, in, s.api.TransactWriteItems)
 	if err != nil {
 		return 0, fmt.Errorf("dropping sequence %s: %w", seq.Slots, err)
 	}
+	s.report(Usage{Operation: "TransactWriteItems", Items: len(items), WriteUnits: float64(2 * len(items))}, ptrs(out.ConsumedCapacity)...)
 	return len(keys), nil
 }

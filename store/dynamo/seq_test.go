@@ -88,9 +88,10 @@ func seqTx(tag string, built *atomic.Int32) port.Tx {
 }
 
 // seqStores returns n stores on one fresh table, each with its own API wrapper and gap observations (as n
-// processes would have), sharing clock.
-func seqStores(t *testing.T, n int, clock *fakeClock) ([]*dynamo.Store, []*hooked) {
+// processes would have), sharing the fake clock it returns.
+func seqStores(t *testing.T, n int) ([]*dynamo.Store, []*hooked, *fakeClock) {
 	t.Helper()
+	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
 	srv := dynamotest.New(t)
 	table := srv.Table(t)
 	stores := make([]*dynamo.Store, n)
@@ -105,7 +106,7 @@ func seqStores(t *testing.T, n int, clock *fakeClock) ([]*dynamo.Store, []*hooke
 		}
 		stores[i] = st
 	}
-	return stores, hooks
+	return stores, hooks, clock
 }
 
 func mustHead(t *testing.T, s port.ItemStore) uint64 {
@@ -133,8 +134,7 @@ func slotData(t *testing.T, s port.ItemStore, v uint64) (string, bool) {
 // commits there. Nothing ever becomes visible at 1, and no head returned passed an item that committed
 // later.
 func TestSeqLateWriterLosesToVoider(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 3, clock)
+	st, hooks, clock := seqStores(t, 3)
 	a, b, reader := st[0], st[1], st[2]
 	var stalled atomic.Bool
 	hooks[0].onTx = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -189,8 +189,7 @@ func TestSeqLateWriterLosesToVoider(t *testing.T) {
 // TestSeqLateWriterBeatsVoider: the writer's transaction lands just before the reader's void; the void then
 // finds the slot filled and the head passes it as committed.
 func TestSeqLateWriterBeatsVoider(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 3, clock)
+	st, hooks, clock := seqStores(t, 3)
 	a, b, reader := st[0], st[1], st[2]
 	var once atomic.Bool
 	hooks[0].onTx = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -228,8 +227,7 @@ func TestSeqLateWriterBeatsVoider(t *testing.T) {
 // second gap observed later gets its own, later deadline), then void it; the dead writer's transaction,
 // were it ever sent, fails on the void.
 func TestSeqDeadWriter(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 3, clock)
+	st, hooks, clock := seqStores(t, 3)
 	dead, live, reader := st[0], st[1], st[2]
 	var sent atomic.Pointer[dynamodb.TransactWriteItemsInput]
 	killed := errors.New("process killed")
@@ -285,8 +283,7 @@ func TestSeqDeadWriter(t *testing.T) {
 // TestSeqFailedTxVoidsAtOnce: a writer whose transaction fails for good voids its own slot at once, so the
 // head passes it without waiting for the grace period.
 func TestSeqFailedTxVoidsAtOnce(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, _ := seqStores(t, 2, clock)
+	st, _, _ := seqStores(t, 2)
 	w, reader := st[0], st[1]
 	if _, err := w.Commit(context.Background(), seqTx("x", nil)); err != nil {
 		t.Fatal(err)
@@ -306,8 +303,7 @@ func TestSeqFailedTxVoidsAtOnce(t *testing.T) {
 // TestSeqLostResponse: a transaction that committed but whose response was lost (the retries give up) is
 // recognised when its writer tries to void the slot: Commit reports success with the value it committed.
 func TestSeqLostResponse(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 2, clock)
+	st, hooks, _ := seqStores(t, 2)
 	w, reader := st[0], st[1]
 	hooks[0].onTx = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 		if _, err := hooks[0].API.TransactWriteItems(ctx, in); err != nil && !isCancelled(err) {
@@ -332,8 +328,7 @@ func isCancelled(err error) bool {
 // TestSeqMigratesOptimisticCounter: a space whose visible_seq was allocated by the optimistic scheme (a_n
 // on the counter item, no head item) keeps its head, and continues after it.
 func TestSeqMigratesOptimisticCounter(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, _ := seqStores(t, 1, clock)
+	st, _, _ := seqStores(t, 1)
 	s := st[0]
 	ctr := seqUnderTest.Counter
 	for v := uint64(1); v <= 5; v++ {
@@ -360,8 +355,7 @@ func TestSeqMigratesOptimisticCounter(t *testing.T) {
 // writes are throttled) still gets the head the slots establish: it passes filled slots without moving the
 // watermark, and cannot pass a missing slot it may not void; a reader that may write does.
 func TestSeqReadOnlyReader(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 4, clock)
+	st, hooks, clock := seqStores(t, 4)
 	w, dead, ro, rw := st[0], st[1], st[2], st[3]
 	denied := apiError("AccessDeniedException")
 	hooks[0].onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput) error {
@@ -421,8 +415,7 @@ func (q *queryCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...
 // whose writer committed but never moved the watermark (it crashed in between) is found by the next probe,
 // at most a second later, or by the next writer.
 func TestSeqHeadProbes(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
-	st, hooks := seqStores(t, 2, clock)
+	st, hooks, clock := seqStores(t, 2)
 	w := st[0]
 	qc := &queryCounter{hooked: hooks[1]}
 	reader, err := dynamo.New(qc, w.Table(), dynamo.Options{Now: clock.Now})

@@ -371,10 +371,12 @@ func (m *seqModel) service(p *proc) *domain.Service {
 	return svc
 }
 
-func (m *seqModel) run() {
+// runClock runs the model's clock at 250× real time (a 10 s grace period passes in 40 ms) until the
+// returned function stops it.
+func (m *seqModel) runClock() (stop func()) {
 	stopClock := make(chan struct{})
 	clockDone := make(chan struct{})
-	go func() { // the clock runs at 250× real time: a 10 s grace period passes in 40 ms
+	go func() {
 		defer close(clockDone)
 		for {
 			select {
@@ -385,7 +387,11 @@ func (m *seqModel) run() {
 			}
 		}
 	}()
-	defer func() { close(stopClock); <-clockDone }()
+	return func() { close(stopClock); <-clockDone }
+}
+
+func (m *seqModel) run() {
+	defer m.runClock()()
 
 	stopProbe := make(chan struct{})
 	probeDone := make(chan struct{})
@@ -577,18 +583,7 @@ func (m *seqModel) probe(stop, done chan struct{}) {
 // drain waits (the clock still running, so abandoned slots get voided) until the space feed holds every
 // committed item, then reads each reader to the end.
 func (m *seqModel) drain() {
-	stopClock := make(chan struct{})
-	defer close(stopClock)
-	go func() {
-		for {
-			select {
-			case <-stopClock:
-				return
-			case <-time.After(2 * time.Millisecond):
-				m.clock.Advance(500 * time.Millisecond)
-			}
-		}
-	}()
+	defer m.runClock()()
 	svc := m.service(&proc{})
 	obs := m.reader[0]
 	deadline := time.Now().Add(30 * time.Second)
