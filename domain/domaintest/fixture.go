@@ -4,7 +4,6 @@
 package domaintest
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -40,8 +39,9 @@ func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now
 // Advance moves the clock forward.
 func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-// Fixture is a service plus helpers.
+// Fixture is a service plus helpers: the operations of its Client, which fails the fixture's test.
 type Fixture struct {
+	*Client
 	T       testing.TB
 	Svc     *domain.Service
 	Backend Backend
@@ -63,7 +63,9 @@ func New(t testing.TB, nb NewBackend, cfg func(*domain.Config)) *Fixture {
 	if err != nil {
 		t.Fatalf("domain.New: %v", err)
 	}
-	return &Fixture{T: t, Svc: svc, Backend: b, Clock: clock}
+	f := &Fixture{T: t, Svc: svc, Backend: b, Clock: clock}
+	f.Client = f.With(t)
+	return f
 }
 
 // RID returns a fresh request ID.
@@ -80,44 +82,8 @@ func Must[T any](t testing.TB) func(v T, err error) T {
 	}
 }
 
-// Space creates a space.
-func (f *Fixture) Space() domain.SpaceResult {
-	f.T.Helper()
-	return Must[domain.SpaceResult](f.T)(f.Svc.CreateSpace(context.Background(), domain.CreateSpaceRequest{RequestID: f.RID("sp")}))
-}
-
-// Actor creates an actor.
-func (f *Fixture) Actor(space string) string {
-	f.T.Helper()
-	return Must[domain.ActorResult](f.T)(f.Svc.CreateActor(context.Background(), space, domain.CreateActorRequest{RequestID: f.RID("act")})).ActorID
-}
-
-// Consumer creates a consumer.
-func (f *Fixture) Consumer(space, actor string, view domain.View, filter *domain.Filter) string {
-	f.T.Helper()
-	return Must[domain.ConsumerResult](f.T)(f.Svc.CreateConsumer(context.Background(), space, domain.CreateConsumerRequest{
-		RequestID: f.RID("con"), ActorID: actor, View: view, Filter: filter})).ConsumerID
-}
-
 // AllScopes is every scope, for tokens that should be allowed everything.
 var AllScopes = domain.AllScopes
-
-// Token creates a token and returns its secret and ID.
-func (f *Fixture) Token(space, actor, consumer string, scopes ...domain.Scope) (secret, id string) {
-	f.T.Helper()
-	if len(scopes) == 0 {
-		scopes = domain.AllScopes()
-	}
-	r := Must[domain.TokenResult](f.T)(f.Svc.CreateToken(context.Background(), space, domain.CreateTokenRequest{
-		RequestID: f.RID("tok"), ActorID: actor, ConsumerID: consumer, Scopes: scopes}))
-	return r.Token, r.TokenID
-}
-
-// Principal authenticates a token.
-func (f *Fixture) Principal(token string) *domain.Principal {
-	f.T.Helper()
-	return Must[*domain.Principal](f.T)(f.Svc.Authenticate(context.Background(), token))
-}
 
 // Party is an actor with a consumer and an all-scopes token, authenticated.
 type Party struct {
@@ -126,35 +92,4 @@ type Party struct {
 	Token      string
 	TokenID    string
 	P          *domain.Principal
-}
-
-// Party creates an actor with one inbox consumer and a token.
-func (f *Fixture) Party(space string) Party {
-	f.T.Helper()
-	a := f.Actor(space)
-	c := f.Consumer(space, a, domain.ViewInbox, nil)
-	tok, id := f.Token(space, a, "")
-	return Party{ActorID: a, ConsumerID: c, Token: tok, TokenID: id, P: f.Principal(tok)}
-}
-
-// Send sends a text message to recipients and fails the test on error.
-func (f *Fixture) Send(p *domain.Principal, text string, to ...string) domain.SendResult {
-	f.T.Helper()
-	return Must[domain.SendResult](f.T)(f.Svc.SendMessage(context.Background(), p, domain.SendRequest{
-		RequestID: f.RID("send"), RecipientIDs: to, Subject: "s", Body: &domain.MessageBody{Text: text}}))
-}
-
-// ReadAll reads a consumer's feed from cursor to the end, page by page.
-func (f *Fixture) ReadAll(p *domain.Principal, consumer string, cursor *string, limit int) ([]domain.FeedItem, string) {
-	f.T.Helper()
-	var all []domain.FeedItem
-	for {
-		page := Must[domain.Page](f.T)(f.Svc.ReadInbox(context.Background(), p, domain.ReadRequest{ConsumerID: consumer, Cursor: cursor, Limit: limit}))
-		all = append(all, page.Items...)
-		c := page.NextCursor
-		cursor = &c
-		if !page.HasMore {
-			return all, c
-		}
-	}
 }

@@ -65,20 +65,27 @@ func TestFeedWaitReturnsBacklogAtOnce(t *testing.T) {
 
 func TestFeedWaitWakesOnCommit(t *testing.T) {
 	f := liveFixture(t, channel.Limits{}, false)
+	if took := waitForLateSend(t, f, 20000, "late"); took > 15*time.Second {
+		t.Fatalf("woke only at the timeout: the announcement did not wake the waiter")
+	}
+}
+
+// waitForLateSend has B wait for its feed (timeoutMS) while A sends it text 100 ms later, checks that the
+// wait returned that one item and returns how long it took.
+func waitForLateSend(t *testing.T, f *domaintest.Fixture, timeoutMS int, text string) time.Duration {
+	t.Helper()
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		f.Send(a.P, "late", b.ActorID)
+		f.Send(a.P, text, b.ActorID)
 	}()
 	start := time.Now()
-	page, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 20000})
+	page, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: timeoutMS})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("wait: %+v %v", page, err)
 	}
-	if time.Since(start) > 15*time.Second {
-		t.Fatalf("woke only at the timeout: the announcement did not wake the waiter")
-	}
+	return time.Since(start)
 }
 
 func TestFeedWaitTimesOutEmptyAndSkipsInvisible(t *testing.T) {

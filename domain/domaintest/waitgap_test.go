@@ -95,18 +95,7 @@ func TestFeedWaitFallsBackToDurableFeed(t *testing.T) {
 	f := gapFixture(t, mem.New(), func(w port.FeedWatcher) port.FeedWatcher {
 		return livefeed.Fallback{Watcher: w, Interval: 100 * time.Millisecond}
 	}, true)
-	sp := f.Space()
-	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		f.Send(a.P, "not announced", b.ActorID)
-	}()
-	start := time.Now()
-	page, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 60000})
-	if err != nil || len(page.Items) != 1 {
-		t.Fatalf("wait: %+v %v", page, err)
-	}
-	if took := time.Since(start); took > 30*time.Second {
+	if took := waitForLateSend(t, f, 60000, "not announced"); took > 30*time.Second {
 		t.Fatalf("returned after %v: only at the timeout", took)
 	}
 }
