@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/store/mem"
 )
@@ -31,10 +30,8 @@ func TestDeliveredMarkerExpiry(t *testing.T) {
 					c.Store = expiringStore{st}
 				}
 			})
-			a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
 			url := "https://hooks.example.com/marker"
-			h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
-			h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusNoContent})
+			a, b := h.subscribed(t, url, http.StatusNoContent)
 			h.f.Send(a.P, "hello", b.ActorID)
 			h.work(t)
 			if n := len(h.fake.Deliveries(url)); n != 1 {

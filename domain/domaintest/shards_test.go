@@ -125,10 +125,8 @@ func TestUnshardedIndexesStillWorked(t *testing.T) {
 	h := newHooks(t, nil)
 	f := h.f
 	st := f.Backend.Store
-	a, b := f.Party(h.sp.SpaceID), f.Party(h.sp.SpaceID)
 	url := "https://hooks.example.com/legacy"
-	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
-	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusNoContent})
+	a, b := h.subscribed(t, url, http.StatusNoContent)
 	prep := prepareUpload(t, f, a.P, "never uploaded")
 	if moveToUnsharded(t, st, "UX") != 1 || moveToUnsharded(t, st, "WD") != 1 {
 		t.Fatal("nothing to move")

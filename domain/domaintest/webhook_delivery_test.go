@@ -60,6 +60,15 @@ func (h *hooks) upsert(t *testing.T, p *domain.Principal, req domain.UpsertSubsc
 	return r
 }
 
+// subscribed returns A, a sender, and B, subscribed at url, to which the fake answers status.
+func (h *hooks) subscribed(t *testing.T, url string, status int) (a, b domaintest.Party) {
+	t.Helper()
+	a, b = h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
+	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
+	h.fake.Default(url, domaintest.WebhookAnswer{Status: status})
+	return a, b
+}
+
 func (h *hooks) list(t *testing.T, p *domain.Principal) []domain.SubscriptionResult {
 	t.Helper()
 	l, err := h.f.Svc.ListSubscriptions(h.ctx, p)
@@ -103,10 +112,8 @@ func (h *hooks) driveDue(t *testing.T, passes int) {
 // The worker must record that schedule, not fail, and go on to the fifth attempt and the failure record.
 func TestRetryDueWhenLeaseEnds(t *testing.T) {
 	h := newHooks(t, func(c *domain.Config) { c.WebhookRetry = &retry.Policy{} })
-	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
 	url := "https://hooks.example.com/lease-end"
-	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
-	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusServiceUnavailable})
+	a, b := h.subscribed(t, url, http.StatusServiceUnavailable)
 	h.f.Send(a.P, "due at the lease end", b.ActorID)
 	h.driveDue(t, 20)
 	calls := h.fake.Deliveries(url)
@@ -128,10 +135,8 @@ func TestRetryDueWhenLeaseEnds(t *testing.T) {
 // (attempts_exhausted) without a sixth.
 func TestCrashedFifthAttemptIsTheLast(t *testing.T) {
 	h := newHooks(t, func(c *domain.Config) { c.WebhookRetry = &retry.Policy{} })
-	a, b := h.f.Party(h.sp.SpaceID), h.f.Party(h.sp.SpaceID)
 	url := "https://hooks.example.com/fifth"
-	h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
-	h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusServiceUnavailable})
+	a, b := h.subscribed(t, url, http.StatusServiceUnavailable)
 	h.f.Send(a.P, "crash on the fifth", b.ActorID)
 	for len(h.fake.Deliveries(url)) < 4 {
 		h.driveDue(t, 1)
