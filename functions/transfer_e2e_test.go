@@ -118,6 +118,24 @@ func fileSHA(t *testing.T, path string) string {
 
 // rawPut sends body to a presigned upload with its signed headers and returns the status, or -1 when the
 // store closed the connection before the body was sent (it may refuse before reading it).
+// putBlob prepares, uploads and seals content through cl and returns the prepared upload (with its blob_id).
+func putBlob(ctx context.Context, t *testing.T, cl *client.Client, contentType string, content []byte) domain.BlobPrepareResult {
+	t.Helper()
+	sum := sha256.Sum256(content)
+	prep, err := cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: contentType,
+		SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.UploadPrepared(ctx, prep, int64(len(content)), bytes.NewReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CommitBlob(ctx, domain.BlobCommitRequest{RequestID: client.NewRequestID(), UploadID: prep.UploadID}); err != nil {
+		t.Fatal(err)
+	}
+	return prep
+}
+
 func rawPut(t *testing.T, prep domain.BlobPrepareResult, body []byte) int {
 	t.Helper()
 	req, err := http.NewRequest(prep.UploadMethod, prep.UploadURL, bytes.NewReader(body))
@@ -223,17 +241,7 @@ func TestEmulatedStack(t *testing.T) {
 
 	t.Run("MCPBlobGetAnswersPresignedURL", func(t *testing.T) {
 		content := []byte("# via MCP\n")
-		sum := sha256.Sum256(content)
-		prep, err := cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: "text/markdown", SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.UploadPrepared(ctx, prep, int64(len(content)), bytes.NewReader(content)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.CommitBlob(ctx, domain.BlobCommitRequest{RequestID: client.NewRequestID(), UploadID: prep.UploadID}); err != nil {
-			t.Fatal(err)
-		}
+		prep := putBlob(ctx, t, cl, "text/markdown", content)
 		call := func(method string, params any) map[string]any {
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 			req, _ := http.NewRequest(http.MethodPost, st.gw.URL()+"/mcp", bytes.NewReader(body))
@@ -369,17 +377,7 @@ func TestEmulatedStack(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(content)
-		prep, err := cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: "application/octet-stream",
-			SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:])})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.UploadPrepared(ctx, prep, int64(len(content)), bytes.NewReader(content)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cl.CommitBlob(ctx, domain.BlobCommitRequest{RequestID: client.NewRequestID(), UploadID: prep.UploadID}); err != nil {
-			t.Fatal(err)
-		}
+		prep := putBlob(ctx, t, cl, "application/octet-stream", content)
 		zero := int64(0)
 		if _, err := cl.PublishMemory(ctx, coll.CollectionID, domain.MemoryPublishRequest{RequestID: client.NewRequestID(), ExpectedRevision: &zero,
 			Mode: "snapshot", Items: []domain.MemoryItemInput{{ItemID: "big", BlobID: prep.BlobID, Path: "data/big.bin"}}}); err != nil {

@@ -55,6 +55,19 @@ func benchServer(b *testing.B, onMessage func()) (*chanclient.Client, func()) {
 	}
 }
 
+// measure runs one b.N times, one after the other, and reports the latencies (ns) it returns and the rate.
+func measure(b *testing.B, one func() (latency int64)) {
+	lat := make([]int64, 0, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		lat = append(lat, one())
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	report(b, lat, elapsed, b.N)
+}
+
 func report(b *testing.B, lat []int64, elapsed time.Duration, n int) {
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -73,19 +86,13 @@ func BenchmarkHTTPPublish(b *testing.B) {
 		c, stop := benchServer(b, nil)
 		defer stop()
 		ctx := context.Background()
-		lat := make([]int64, 0, b.N)
-		b.ResetTimer()
-		start := time.Now()
-		for range b.N {
+		measure(b, func() int64 {
 			t0 := time.Now()
 			if n, err := c.Publish(ctx, "sp_1", "feed", `{"visible_seq":123456,"item_id":"it_01J"}`); err != nil || n != 1 {
 				b.Fatalf("Publish = %d, %v", n, err)
 			}
-			lat = append(lat, time.Since(t0).Nanoseconds())
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		report(b, lat, elapsed, b.N)
+			return time.Since(t0).Nanoseconds()
+		})
 	})
 	b.Run("parallel", func(b *testing.B) {
 		c, stop := benchServer(b, nil)
@@ -126,19 +133,13 @@ func BenchmarkHTTPWakeLatency(b *testing.B) {
 	c, stop := benchServer(b, func() { got <- time.Since(base).Nanoseconds() - t0.Load() })
 	defer stop()
 	ctx := context.Background()
-	lat := make([]int64, 0, b.N)
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
+	measure(b, func() int64 {
 		t0.Store(time.Since(base).Nanoseconds())
 		if _, err := c.Publish(ctx, "sp_1", "feed", "tick"); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, <-got)
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	report(b, lat, elapsed, b.N)
+		return <-got
+	})
 }
 
 // BenchmarkInProcessPublish is the in-process implementation of the same
