@@ -14,6 +14,8 @@ import (
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/platform"
+	"github.com/waypost/waypost/store/faulty"
+	"github.com/waypost/waypost/store/mem"
 )
 
 // hubs is one hub per space, created on first use.
@@ -197,5 +199,199 @@ func replayWindow(t *testing.T, seed uint64, limits channel.Limits, lose bool) {
 		if vs != strconv.Itoa(i+1) {
 			t.Fatalf("seed %d: item %d has visible_seq %s: %v", seed, i, vs, got)
 		}
+	}
+}
+
+// capFixture is a service whose feed.waits poll the durable feed (as the MCP function's) and whose space
+// holds at most n waits at once; its store can lose writes on demand.
+func capFixture(t *testing.T, n int) (*domaintest.Fixture, *faulty.ItemStore) {
+	t.Helper()
+	var items *faulty.ItemStore
+	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
+		c.Clock = platform.Clock{}
+		c.Watcher = livefeed.Poller{Interval: 20 * time.Millisecond}
+		c.WaitsPerSpace = n
+	})
+	return f, items
+}
+
+// The per-space cap on concurrent feed.waits (issue 17): n waits of a space proceed, one more answers
+// RATE_LIMITED at once without waiting, another space is not affected, and a slot is free again as soon as
+// a wait ends.
+func TestFeedWaitPerSpaceCap(t *testing.T) {
+	f, _ := capFixture(t, 2)
+	sp, other := f.Space(), f.Space()
+	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	c := f.Party(other.SpaceID)
+	ctx := context.Background()
+	type result struct {
+		page domain.Page
+		err  error
+	}
+	done := make(chan result, 2)
+	for range 2 {
+		go func() {
+			for { // refused only while the probe below holds a slot for an instant
+				p, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 10000})
+				if domain.CodeOf(err) != domain.CodeRateLimited {
+					done <- result{p, err}
+					return
+				}
+			}
+		}()
+	}
+	// A third wait of the space is refused once both hold their slots (a quick one passes before then), and
+	// a refused wait of 5 s answers at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		start := time.Now()
+		_, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0})
+		if domain.CodeOf(err) == domain.CodeRateLimited {
+			if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 5000}); domain.CodeOf(err) != domain.CodeRateLimited || time.Since(start) > 2*time.Second {
+				t.Fatalf("a refused wait of 5 s: %v after %v", err, time.Since(start))
+			}
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("third wait of the space: %v (never refused)", err)
+		}
+	}
+	// Another space has slots of its own.
+	if _, err := f.Svc.WaitFeed(ctx, c.P, domain.WaitRequest{ConsumerID: c.ConsumerID, TimeoutMS: 0}); err != nil {
+		t.Fatalf("a wait of another space: %v", err)
+	}
+	// A commit ends both waits; their slots are free again.
+	f.Send(a.P, "wake", b.ActorID)
+	for range 2 {
+		select {
+		case r := <-done:
+			if r.err != nil || len(r.page.Items) != 1 {
+				t.Fatalf("a held wait: %+v %v", r.page, r.err)
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatal("a held wait did not wake on the commit")
+		}
+	}
+	if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0}); err != nil {
+		t.Fatalf("a wait after the others ended: %v", err)
+	}
+}
+
+// A slot whose holder never freed it (the process died) is taken over once its lease expired: the wait's
+// deadline plus a slack, never earlier.
+func TestFeedWaitSlotOfADeadHolder(t *testing.T) {
+	clock := domaintest.NewClock()
+	var items *faulty.ItemStore
+	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
+		c.Clock = clock
+		c.Watcher = livefeed.Poller{Interval: 5 * time.Millisecond}
+		c.WaitsPerSpace = 1
+	})
+	sp := f.Space()
+	b := f.Party(sp.SpaceID)
+	ctx := context.Background()
+	// The release of the first wait is lost (a delete of its slot fails).
+	items.FailCommit(faulty.CommitFault{Match: func(ops []port.Op) bool {
+		return len(ops) == 1 && ops[0].Kind == port.OpDelete
+	}})
+	if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0}); err != nil {
+		t.Fatalf("first wait: %v", err)
+	}
+	if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0}); domain.CodeOf(err) != domain.CodeRateLimited {
+		t.Fatalf("a wait while the dead holder's lease runs: %v", err)
+	}
+	clock.Advance(29 * time.Second)
+	if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0}); domain.CodeOf(err) != domain.CodeRateLimited {
+		t.Fatalf("a wait just before the lease expires: %v", err)
+	}
+	clock.Advance(2 * time.Second)
+	if _, err := f.Svc.WaitFeed(ctx, b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 0}); err != nil {
+		t.Fatalf("a wait after the lease expired: %v", err)
+	}
+}
+
+// heldHead is a store whose visible head can be held at a value, as a lower slot still being committed (or
+// left by a writer that died) holds it on DynamoDB.
+type heldHead struct {
+	port.ItemStore
+	mu   sync.Mutex
+	held bool
+	at   uint64
+}
+
+func (s *heldHead) hold(at uint64) { s.mu.Lock(); s.held, s.at = true, at; s.mu.Unlock() }
+func (s *heldHead) release()       { s.mu.Lock(); s.held = false; s.mu.Unlock() }
+
+func (s *heldHead) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
+	h, err := s.ItemStore.Head(ctx, seq)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held && h > s.at {
+		h = s.at
+	}
+	return h, err
+}
+
+func gapFixture(t *testing.T, st port.ItemStore, watcher func(port.FeedWatcher) port.FeedWatcher, lose bool) *domaintest.Fixture {
+	feed := livefeed.New(&hubs{}, nil)
+	return domaintest.New(t, func(t testing.TB) domaintest.Backend {
+		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
+	}, func(c *domain.Config) {
+		c.Clock = platform.Clock{}
+		c.InlineBodyMax = 1 << 16
+		c.Watcher, c.Notifier = watcher(feed), feed
+		if lose {
+			c.Notifier = dropNotifier{}
+		}
+	})
+}
+
+// TestFeedWaitRereadsWhileAnnouncedItemAboveHead: an item is announced while the head is held below it (a
+// lower slot unresolved). The waiter must not return it past the head, nor sleep until its timeout: it
+// re-reads, and returns the item once the head passes it, without a further announcement.
+func TestFeedWaitRereadsWhileAnnouncedItemAboveHead(t *testing.T) {
+	st := &heldHead{ItemStore: mem.New()}
+	f := gapFixture(t, st, func(w port.FeedWatcher) port.FeedWatcher { return w }, false)
+	sp := f.Space()
+	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	st.hold(0)
+	type result struct {
+		page domain.Page
+		err  error
+		took time.Duration
+	}
+	out := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		page, err := f.Svc.WaitFeed(context.Background(), b.P, domain.WaitRequest{ConsumerID: b.ConsumerID, TimeoutMS: 60000})
+		out <- result{page, err, time.Since(start)}
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter is waiting
+	f.Send(a.P, "above the head", b.ActorID)
+	time.Sleep(300 * time.Millisecond) // announced, but held above the head
+	select {
+	case r := <-out:
+		t.Fatalf("returned %+v (%v) while the item was above the head", r.page, r.err)
+	default:
+	}
+	st.release()
+	r := <-out
+	if r.err != nil || len(r.page.Items) != 1 {
+		t.Fatalf("wait: %+v %v", r.page, r.err)
+	}
+	if r.took > 30*time.Second {
+		t.Fatalf("returned after %v: only at the timeout, not on a re-read", r.took)
+	}
+}
+
+// TestFeedWaitFallsBackToDurableFeed: when announcements are lost (the committers' circuit breaker open),
+// a waiter over livefeed.Fallback still returns a new item within the fallback interval, not at its
+// timeout.
+func TestFeedWaitFallsBackToDurableFeed(t *testing.T) {
+	f := gapFixture(t, mem.New(), func(w port.FeedWatcher) port.FeedWatcher {
+		return livefeed.Fallback{Watcher: w, Interval: 100 * time.Millisecond}
+	}, true)
+	if took := waitForLateSend(t, f, 60000, "not announced"); took > 30*time.Second {
+		t.Fatalf("returned after %v: only at the timeout", took)
 	}
 }
