@@ -282,6 +282,37 @@ func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 	return res, nil
 }
 
+// DispatchSpaces is DispatchPending for the named spaces only, as the embedded worker runs it for the spaces
+// a commit was just announced in: a space without subscriptions costs a point read of its dispatch position
+// (two while it has none: the position may still be kept where it was before the index was sharded),
+// instead of a read of every shard of the position index. DispatchPending stays the safety net for a lost
+// announcement.
+func (s *Service) DispatchSpaces(ctx context.Context, spaces []string) (DispatchResult, error) {
+	var res DispatchResult
+	for i, space := range spaces {
+		if slices.Contains(spaces[:i], space) {
+			continue
+		}
+		marker, found, err := s.store.Get(ctx, keyDispatch(space))
+		if err == nil && !found {
+			marker, found, err = s.store.Get(ctx, keyDispatchUnsharded(space))
+		}
+		if err != nil {
+			return res, fmt.Errorf("reading the dispatch position of %s: %w", space, err)
+		}
+		if !found {
+			continue
+		}
+		r, err := s.dispatchSpace(ctx, marker)
+		res.Items += r.Items
+		res.Deliveries += r.Deliveries
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
 func (s *Service) dispatchSpace(ctx context.Context, marker port.Item) (DispatchResult, error) {
 	var res DispatchResult
 	space := marker.SK

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ type webhookWorker struct {
 	committed chan struct{} // a commit was announced: dispatch
 	due       chan struct{} // a delivery became due or an attempt ended: start attempts
 
+	annMu     sync.Mutex
+	announced []string // spaces with commits announced since the dispatch loop last took them
+
 	stopLoops   context.CancelFunc // ends the loops: no new dispatch or attempt starts
 	stopAttempt context.CancelFunc // cuts the attempts in flight short
 	loops       sync.WaitGroup
@@ -119,7 +123,28 @@ type pokingNotifier struct {
 // Notify implements port.Notifier.
 func (n pokingNotifier) Notify(ctx context.Context, items []port.Published) {
 	n.next.Notify(ctx, items)
-	wake(n.w.committed)
+	n.w.announce(items)
+}
+
+// announce remembers the spaces of announced commits for the dispatch loop and wakes it.
+func (w *webhookWorker) announce(items []port.Published) {
+	w.annMu.Lock()
+	for _, it := range items {
+		if !slices.Contains(w.announced, it.SpaceID) {
+			w.announced = append(w.announced, it.SpaceID)
+		}
+	}
+	w.annMu.Unlock()
+	wake(w.committed)
+}
+
+// takeAnnounced returns the spaces announced since the last call and forgets them.
+func (w *webhookWorker) takeAnnounced() []string {
+	w.annMu.Lock()
+	defer w.annMu.Unlock()
+	spaces := w.announced
+	w.announced = nil
+	return spaces
 }
 
 // start runs the loops until stop.
@@ -186,17 +211,32 @@ func sleep(ctx context.Context, timer *time.Timer, d time.Duration, c <-chan str
 }
 
 // dispatchLoop derives delivery records from what was committed since the last pass. Each created record
-// wakes the attempt loop through Enqueue.
+// wakes the attempt loop through Enqueue. A wake-up by an announced commit dispatches the announced spaces
+// only (Service.DispatchSpaces: a point read for a space without subscriptions, so that a busy mailbox
+// without webhooks pays next to nothing per send); a full pass over every space with subscriptions
+// (Service.DispatchPending) runs at the start, after a failure, and at least every poll interval, the
+// safety net for a lost announcement.
 func (w *webhookWorker) dispatchLoop(ctx context.Context) {
 	timer := time.NewTimer(w.poll)
+	full, lastFull := true, time.Time{}
 	for {
-		d, err := w.svc.DispatchPending(ctx)
+		var d domain.DispatchResult
+		var err error
+		if full || time.Since(lastFull) >= w.poll {
+			w.takeAnnounced() // a full pass covers them
+			lastFull = time.Now()
+			d, err = w.svc.DispatchPending(ctx)
+		} else {
+			d, err = w.svc.DispatchSpaces(ctx, w.takeAnnounced())
+		}
 		w.count(func(s *workerStats) { s.DispatchPasses++; s.Dispatched += d.Deliveries })
 		wait := w.poll
+		full = false
 		if err != nil && ctx.Err() == nil {
 			w.failed("webhook dispatch failed; retried on the next pass", err)
+			full = true
 		} else if d.Items > 0 {
-			wait = 0 // more may have been committed meanwhile
+			wait = 0 // more may have been committed meanwhile (announced: the next pass takes them)
 		}
 		if !sleep(ctx, timer, wait, w.committed) {
 			return

@@ -164,3 +164,58 @@ func TestUnshardedIndexesStillWorked(t *testing.T) {
 		t.Fatalf("upload after the sweep: %v, want UPLOAD_EXPIRED", err)
 	}
 }
+
+// TestDispatchSpaces: dispatching the spaces a commit was announced in derives the deliveries of those
+// spaces only (another space's items wait for their own announcement or the full pass), costs nothing for a
+// space without subscriptions, and finds a dispatch position kept where it was before the sharding.
+func TestDispatchSpaces(t *testing.T) {
+	h := newHooks(t, nil)
+	f := h.f
+	type party struct {
+		sp   domain.SpaceResult
+		a, b domaintest.Party
+		url  string
+	}
+	var ps []party
+	for i := range 3 {
+		sp := f.Space()
+		ps = append(ps, party{sp: sp, a: f.Party(sp.SpaceID), b: f.Party(sp.SpaceID), url: fmt.Sprintf("https://hooks.example.com/%d", i)})
+	}
+	subscribe := func(p party) {
+		h.upsert(t, p.b.P, h.req(p.b.ConsumerID, p.url, 0))
+		h.fake.Default(p.url, domaintest.WebhookAnswer{Status: http.StatusNoContent})
+	}
+	// The second space's position is kept where it was before the sharding; the third has no subscription.
+	subscribe(ps[1])
+	if moveToUnsharded(t, f.Backend.Store, "WD") != 1 {
+		t.Fatal("dispatch position not moved")
+	}
+	subscribe(ps[0])
+	for _, p := range ps {
+		f.Send(p.a.P, "hello", p.b.ActorID)
+		f.Send(p.a.P, "again", p.b.ActorID)
+	}
+	dispatch := func(spaces ...string) domain.DispatchResult {
+		t.Helper()
+		r, err := f.Svc.DispatchSpaces(h.ctx, spaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := dispatch(ps[2].sp.SpaceID, "sp_unknown"); r != (domain.DispatchResult{}) {
+		t.Fatalf("spaces without subscriptions: %+v", r)
+	}
+	if r := dispatch(ps[0].sp.SpaceID, ps[0].sp.SpaceID); r.Items != 2 || r.Deliveries != 2 {
+		t.Fatalf("first space: %+v, want 2 items and 2 deliveries", r)
+	}
+	if r := dispatch(ps[0].sp.SpaceID); r != (domain.DispatchResult{}) {
+		t.Fatalf("first space again: %+v, want nothing new", r)
+	}
+	if r := dispatch(ps[1].sp.SpaceID); r.Items != 2 || r.Deliveries != 2 {
+		t.Fatalf("second space (unsharded position): %+v, want 2 items and 2 deliveries", r)
+	}
+	if r, err := f.Svc.DispatchPending(h.ctx); err != nil || r != (domain.DispatchResult{}) {
+		t.Fatalf("full pass after both: %+v, %v; want nothing left", r, err)
+	}
+}
