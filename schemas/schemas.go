@@ -208,32 +208,24 @@ func (r *Registry) Raw(name string) ([]byte, bool) {
 // schema violation is a [*ValidationError], which also wraps
 // strictjson.ErrInvalid. An unknown name returns [ErrUnknownSchema].
 func (r *Registry) Validate(name string, instance []byte) error {
+	if _, ok := r.compiled[name]; !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownSchema, name)
+	}
+	doc, err := strictjson.Parse(instance)
+	if err != nil {
+		return err
+	}
+	return r.ValidateDoc(name, doc)
+}
+
+// ValidateDoc checks a document parsed by strictjson.Parse (which also applied the strict syntax rules)
+// against the schema called name, like [Registry.Validate] without parsing again.
+func (r *Registry) ValidateDoc(name string, doc any) error {
 	s, ok := r.compiled[name]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownSchema, name)
 	}
-	if err := strictjson.CheckSyntax(instance); err != nil {
-		return err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(instance))
-	if err != nil { // unreachable after CheckSyntax
-		return &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
-	}
 	return r.validateDoc(name, s, doc, r.limits)
-}
-
-// ValidateChecked is Validate for an instance that already passed strictjson.CheckSyntax: it skips that
-// check, and returns the parsed document (JSON numbers as json.Number) whether or not it is valid.
-func (r *Registry) ValidateChecked(name string, instance []byte) (doc any, err error) {
-	s, ok := r.compiled[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownSchema, name)
-	}
-	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(instance))
-	if err != nil {
-		return nil, &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
-	}
-	return doc, r.validateDoc(name, s, doc, r.limits)
 }
 
 // Schema is a schema compiled outside the embedded set (for example the argument schema of an MCP tool
@@ -288,24 +280,16 @@ func (r *Registry) Compile(name string, raw []byte) (*Schema, error) {
 // Validate checks the JSON text instance like [Registry.Validate]: strict syntax first, then the schema;
 // a violation is a [*ValidationError].
 func (s *Schema) Validate(instance []byte) error {
-	if err := strictjson.CheckSyntax(instance); err != nil {
+	doc, err := strictjson.Parse(instance)
+	if err != nil {
 		return err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(instance))
-	if err != nil { // unreachable after CheckSyntax
-		return &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
-	}
-	return s.r.validateDoc(s.name, s.s, doc, s.limits)
+	return s.ValidateDoc(doc)
 }
 
-// ValidateChecked is Validate for an instance that already passed strictjson.CheckSyntax: it skips that
-// check, and returns the parsed document (JSON numbers as json.Number) whether or not it is valid.
-func (s *Schema) ValidateChecked(instance []byte) (doc any, err error) {
-	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(instance))
-	if err != nil {
-		return nil, &strictjson.Error{Err: strictjson.ErrInvalid, Offset: -1, Reason: "malformed JSON"}
-	}
-	return doc, s.r.validateDoc(s.name, s.s, doc, s.limits)
+// ValidateDoc checks a document parsed by strictjson.Parse, like [Schema.Validate] without parsing again.
+func (s *Schema) ValidateDoc(doc any) error {
+	return s.r.validateDoc(s.name, s.s, doc, s.limits)
 }
 
 // ValidateValue marshals v with github.com/go-json-experiment/json and

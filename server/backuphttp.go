@@ -49,7 +49,7 @@ func (s *Server) backupHandler(admin *adminauth.Verifier, reg *schemas.Registry)
 			return
 		}
 		var req backupRequest
-		if id, err := boundary.DecodeRequest(raw, func(b []byte) (any, error) { return reg.ValidateChecked("admin.backup.request", b) }, &req); err != nil {
+		if id, err := boundary.DecodeRequest(raw, func(doc any) error { return reg.ValidateDoc("admin.backup.request", doc) }, &req); err != nil {
 			if id != "" {
 				rid = id
 			}

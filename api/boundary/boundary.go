@@ -7,7 +7,6 @@ package boundary
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -72,38 +71,23 @@ func Bearer(h http.Header) string {
 	return strings.TrimSpace(tok)
 }
 
-// RequestID extracts a syntactically valid top-level request_id from a JSON request, for the error
-// envelope only ("" when there is none).
-func RequestID(raw []byte) string {
-	var probe struct {
-		RequestID any `json:"request_id"`
+// DecodeRequest does what a transport does with a JSON request, in one pass over its text for the syntax
+// check, the request_id and the schema (strictjson.Parse builds the document while it checks the syntax),
+// then the strict decoding into v: validate checks the parsed document against the request's schema
+// (schemas.Registry.ValidateDoc or schemas.Schema.ValidateDoc). It returns the request's request_id ("" when
+// it has no valid one) once the syntax is valid, also with a later error.
+func DecodeRequest(raw []byte, validate func(doc any) error, v any) (string, error) {
+	doc, err := strictjson.Parse(raw)
+	if err != nil {
+		return "", Invalid(err)
 	}
-	if json.Unmarshal(raw, &probe) != nil {
-		return ""
-	}
-	if s, ok := probe.RequestID.(string); ok && domain.ValidRequestID(s) {
-		return s
-	}
-	return ""
-}
-
-// DecodeRequest does what a transport does with a JSON request, with one syntax check and one parse for
-// both the request_id and the schema: CheckSyntax, then validate (which parses the document once and checks
-// it against the request's schema: schemas.Registry.ValidateChecked or schemas.Schema.ValidateChecked),
-// then strict decoding into v. It returns the request's request_id (see RequestID) once the syntax is
-// valid, also with a later error.
-func DecodeRequest(raw []byte, validate func([]byte) (any, error), v any) (string, error) {
-	if err := CheckSyntax(raw); err != nil {
-		return "", err
-	}
-	doc, err := validate(raw)
 	rid := ""
 	if obj, ok := doc.(map[string]any); ok {
 		if s, ok := obj["request_id"].(string); ok && domain.ValidRequestID(s) {
 			rid = s
 		}
 	}
-	if err != nil {
+	if err := validate(doc); err != nil {
 		return rid, Invalid(err)
 	}
 	if err := strictjson.DecodeChecked(raw, v); err != nil {
@@ -118,12 +102,6 @@ func CheckSyntax(raw []byte) error {
 		return Invalid(err)
 	}
 	return nil
-}
-
-// Validate checks raw against the named request schema. A failure on a bound that stands for a published
-// limit (x-waypost-limit) is RESOURCE_LIMIT (SUPPLEMENT §5.3); any other failure INVALID_REQUEST.
-func Validate(reg *schemas.Registry, schema string, raw []byte) error {
-	return Invalid(reg.Validate(schema, raw))
 }
 
 // Invalid maps a decoding or validation error to the public code: RESOURCE_LIMIT for a schema bound that

@@ -269,7 +269,8 @@ func (s *Set) Op(name string) *Op { return s.byName[name] }
 // Decode checks a request document strictly — syntax (duplicate keys, non-finite numbers), then its
 // schema (the tool's arguments when tool is set) — and decodes it into a fresh request of o, with the
 // path parameters of an HTTP call (pathValue; nil over MCP) filled in. It returns the request_id the
-// document carries ("" when none is valid), for the error envelope.
+// document carries ("" when none is valid), for the error envelope (boundary.DecodeRequest: one pass for
+// the syntax, the request_id and the schema, then the strict decoding).
 func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string) (req any, requestID string, err error) {
 	v := o.newReq()
 	rid, err := boundary.DecodeRequest(raw, s.validator(o, tool), v.Interface())
@@ -284,16 +285,16 @@ func (s *Set) Decode(o *Op, raw []byte, tool bool, pathValue func(string) string
 	return v.Interface(), rid, nil
 }
 
-// validator is the schema check of o's request (its tool's arguments when tool is set), on a document that
-// passed the syntax check.
-func (s *Set) validator(o *Op, tool bool) func([]byte) (any, error) {
+// validator is the schema check of o's request (its tool's arguments when tool is set), on a document
+// parsed by strictjson.Parse.
+func (s *Set) validator(o *Op, tool bool) func(doc any) error {
 	if c := s.tools[o.Name]; tool && c != nil {
-		return c.ValidateChecked
+		return c.ValidateDoc
 	}
 	if c := s.args[o.Name]; c != nil {
-		return c.ValidateChecked
+		return c.ValidateDoc
 	}
-	return func(raw []byte) (any, error) { return s.reg.ValidateChecked(o.Request, raw) }
+	return func(doc any) error { return s.reg.ValidateDoc(o.Request, doc) }
 }
 
 // ToolSchema returns the tool's argument schema as a standalone, portable JSON document (no references,

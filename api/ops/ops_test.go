@@ -118,3 +118,33 @@ func TestPathParametersFillTheRequest(t *testing.T) {
 		t.Errorf("a path parameter in the body: %v, want INVALID_REQUEST", err)
 	}
 }
+
+// TestDecodeFindsTheRequestID: a request refused after its syntax was checked still names its request_id
+// for the error envelope (from the one parse that serves the schema too); one refused for its syntax, or
+// whose request_id is not valid, names none.
+func TestDecodeFindsTheRequestID(t *testing.T) {
+	t.Parallel()
+	set, err := ops.NewSet(schemas.MustNew(), ops.List())
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := set.Op("message.send")
+	for _, tc := range []struct {
+		doc, rid string
+		code     domain.Code
+	}{
+		{`{"request_id":"r-1","body":{"text":"hi"}}`, "r-1", ""},
+		{`{"request_id":"r-2"}`, "r-2", domain.CodeInvalidRequest},                                // schema: body is required
+		{`{"request_id":"r-3","body":{"text":"hi"},"extra":1}`, "r-3", domain.CodeInvalidRequest}, // schema: undeclared member
+		{`{"request_id":"r-4","body":{"text":"hi"},"recipient_ids":[]}`, "r-4", domain.CodeInvalidRequest},
+		{`{"request_id":"r-5","request_id":"r-5","body":{"text":"hi"}}`, "", domain.CodeInvalidRequest}, // syntax: duplicate
+		{`{"request_id":"bad id with spaces","body":{"text":"hi"}}`, "", domain.CodeInvalidRequest},
+		{`{"request_id":7,"body":{"text":"hi"}}`, "", domain.CodeInvalidRequest},
+		{`[1]`, "", domain.CodeInvalidRequest},
+	} {
+		_, rid, err := set.Decode(send, []byte(tc.doc), false, nil)
+		if rid != tc.rid || domain.CodeOf(err) != tc.code {
+			t.Errorf("%s: request_id %q, %v; want %q, %q", tc.doc, rid, err, tc.rid, tc.code)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -91,6 +92,37 @@ func FuzzDecode(f *testing.F) {
 		var w1 testRequest
 		if err := stdjson.Unmarshal(m1, &w1); err != nil {
 			t.Fatalf("encoding/json rejects re-encoded value %s: %v", m1, err)
+		}
+	})
+}
+
+// FuzzParse checks that Parse accepts exactly what CheckSyntax accepts, with the same error, and that the
+// document it builds is the one encoding/json decodes with UseNumber (what JSON Schema validators such as
+// santhosh-tekuri/jsonschema parse a document into).
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{`[]`, `[{},[],""]`, `"x"`, `1.50`, `-0`, `1E+2`, `{"a":{"b":[{"c":[]}]}}`, `{"":0,"\u0061":1}`, `false`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		doc, err := Parse(in)
+		syntaxErr := CheckSyntax(in)
+		if (err == nil) != (syntaxErr == nil) || (err != nil && err.Error() != syntaxErr.Error()) {
+			t.Fatalf("Parse and CheckSyntax disagree: %v vs %v", err, syntaxErr)
+		}
+		if err != nil {
+			return
+		}
+		dec := stdjson.NewDecoder(bytes.NewReader(in))
+		dec.UseNumber()
+		var want any
+		if err := dec.Decode(&want); err != nil {
+			t.Fatalf("encoding/json rejects accepted input: %v", err)
+		}
+		if !reflect.DeepEqual(doc, want) {
+			t.Fatalf("Parse built %#v, encoding/json decodes %#v", doc, want)
 		}
 	})
 }

@@ -41,6 +41,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding"
+	json1 "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -203,8 +204,31 @@ func checkTarget(v any) error {
 // bytes against a JSON Schema, since schema validators usually accept
 // duplicate names (last one wins). The error wraps [ErrInvalid].
 func CheckSyntax(b []byte) error {
+	_, err := scan(b, false)
+	return err
+}
+
+// Parse applies [CheckSyntax] and, in the same pass, returns the document as
+// generic values, the form JSON Schema validators take: objects as
+// map[string]any, arrays as []any, numbers as encoding/json.Number (their
+// text, unchanged), strings, booleans and nil. It saves a second parse of b
+// when the document is both checked and validated against a schema.
+func Parse(b []byte) (any, error) {
+	return scan(b, true)
+}
+
+// frame is an object or array being built by Parse.
+type frame struct {
+	obj    map[string]any
+	arr    []any
+	isObj  bool
+	key    string
+	hasKey bool
+}
+
+func scan(b []byte, build bool) (any, error) {
 	if len(bytes.TrimLeft(b, " \t\r\n")) == 0 {
-		return invalid("", -1, "empty body; expected one JSON value")
+		return nil, invalid("", -1, "empty body; expected one JSON value")
 	}
 	if !utf8.Valid(b) {
 		off := int64(0)
@@ -216,31 +240,85 @@ func CheckSyntax(b []byte) error {
 			rest = rest[n:]
 			off += int64(n)
 		}
-		return invalid("", off, "body is not valid UTF-8")
+		return nil, invalid("", off, "body is not valid UTF-8")
 	}
 	// Defaults: duplicate names and invalid UTF-8 (including escaped lone
 	// surrogates) are rejected by the decoder.
 	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	var (
+		root  any
+		stack []frame
+	)
+	// put adds a finished value to the container being built (or makes it the root).
+	put := func(v any) {
+		if len(stack) == 0 {
+			root = v
+			return
+		}
+		top := &stack[len(stack)-1]
+		if top.isObj {
+			top.obj[top.key] = v
+			top.hasKey = false
+		} else {
+			top.arr = append(top.arr, v)
+		}
+	}
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			if err == io.EOF {
 				// Only reachable before the first value; handled above.
-				return invalid("", dec.InputOffset(), "empty body; expected one JSON value")
+				return nil, invalid("", dec.InputOffset(), "empty body; expected one JSON value")
 			}
-			return mapSyntaxError(err)
+			return nil, mapSyntaxError(err)
 		}
-		switch tok.Kind() {
+		switch k := tok.Kind(); k {
 		case '{', '[':
 			if dec.StackDepth() > MaxDepth {
-				return invalid(string(dec.StackPointer()), dec.InputOffset()-1,
+				return nil, invalid(string(dec.StackPointer()), dec.InputOffset()-1,
 					"nesting deeper than "+strconv.Itoa(MaxDepth)+" levels")
+			}
+			if build {
+				if k == '{' {
+					stack = append(stack, frame{obj: map[string]any{}, isObj: true})
+				} else {
+					stack = append(stack, frame{arr: []any{}})
+				}
+			}
+		case '}', ']':
+			if build {
+				top := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				if top.isObj {
+					put(top.obj)
+				} else {
+					put(top.arr)
+				}
 			}
 		case '0':
 			f, ferr := tok.Float()
 			if ferr != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return invalid(string(dec.StackPointer()), -1,
+				return nil, invalid(string(dec.StackPointer()), -1,
 					"number is not finite as an IEEE 754 double")
+			}
+			if build {
+				put(json1.Number(tok.String()))
+			}
+		case '"':
+			if build {
+				if top := len(stack) - 1; top >= 0 && stack[top].isObj && !stack[top].hasKey {
+					stack[top].key, stack[top].hasKey = tok.String(), true
+				} else {
+					put(tok.String())
+				}
+			}
+		case 't', 'f':
+			if build {
+				put(tok.Bool())
+			}
+		case 'n':
+			if build {
+				put(nil)
 			}
 		}
 		if dec.StackDepth() == 0 {
@@ -248,9 +326,9 @@ func CheckSyntax(b []byte) error {
 		}
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return invalid("", dec.InputOffset(), "unexpected data after the top-level JSON value")
+		return nil, invalid("", dec.InputOffset(), "unexpected data after the top-level JSON value")
 	}
-	return nil
+	return root, nil
 }
 
 func mapSyntaxError(err error) error {
