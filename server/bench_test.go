@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/server"
 )
 
@@ -87,6 +88,9 @@ func (s *benchServer) space(b *testing.B, n int) benchSpace {
 	}
 	s.must(b, "POST", "/admin/v0/spaces", benchAdmin, map[string]any{"request_id": "bench-space"}, &sp)
 	base := "/admin/v0/spaces/" + sp.SpaceID
+	// A throughput measurement, not a test of throttling: lift the per-credential rate limits.
+	s.must(b, "PATCH", base, benchAdmin, map[string]any{"rate_limits": map[string]any{
+		"requests_per_second": domain.MaxRequestsPerSecond, "burst": domain.MaxBurst}}, nil)
 	var out benchSpace
 	var tok struct {
 		Token string `json:"token"`

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,10 +149,77 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// benchClient is a minimal HTTP client of the Waypost envelope.
+// benchClient is a minimal HTTP/1.1 client of the Waypost envelope for the load generator, which shares the
+// machine's cores with the server it measures: each client goroutine owns one keep-alive connection
+// (benchConn), writes each request in one system call and parses the answer with http.ReadResponse in its own
+// goroutine. net/http's Transport, by contrast, hands every request to a writer goroutine and every answer
+// back from a reader goroutine, two extra wake-ups per request that cost about as much CPU as a small
+// request's handling in the server.
 type benchClient struct {
-	base string
-	http *http.Client
+	tls    bool
+	addr   string // host:port to dial
+	host   string // the Host header
+	dialer net.Dialer
+}
+
+func newBenchClient(base string) (*benchClient, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	c := &benchClient{tls: u.Scheme == "https", host: u.Host, addr: u.Host, dialer: net.Dialer{Timeout: 10 * time.Second}}
+	if u.Port() == "" {
+		port := "80"
+		if c.tls {
+			port = "443"
+		}
+		c.addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	return c, nil
+}
+
+// benchTimeout bounds one request (the phases' own deadlines end them sooner).
+const benchTimeout = 30 * time.Second
+
+// benchConn is one client's keep-alive connection, redialled after a failure or a Connection: close.
+type benchConn struct {
+	c    *benchClient
+	conn net.Conn
+	br   *bufio.Reader
+	req  []byte       // the request being written, reused
+	resp bytes.Buffer // the answer's body, reused
+}
+
+func (c *benchClient) conn() *benchConn { return &benchConn{c: c} }
+
+func (bc *benchConn) close() {
+	if bc.conn != nil {
+		_ = bc.conn.Close()
+		bc.conn = nil
+	}
+}
+
+func (bc *benchConn) dial(ctx context.Context) error {
+	conn, err := bc.c.dialer.DialContext(ctx, "tcp", bc.c.addr)
+	if err != nil {
+		return err
+	}
+	if bc.c.tls {
+		host, _, _ := net.SplitHostPort(bc.c.addr)
+		tc := tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return err
+		}
+		conn = tc
+	}
+	bc.conn = conn
+	if bc.br == nil {
+		bc.br = bufio.NewReaderSize(conn, 64<<10)
+	} else {
+		bc.br.Reset(conn)
+	}
+	return nil
 }
 
 type benchEnvelope struct {
@@ -165,50 +235,98 @@ type benchEnvelope struct {
 // text starts with the error code (or "transport"/"http_<status>" when there is no envelope). body is sent
 // as is when it is a []byte, marshalled otherwise: the load generator encodes its hot requests itself so as
 // to take little of the CPU it shares with the server.
-func (c *benchClient) do(ctx context.Context, method, path, token string, body, out any) error {
-	var rd io.Reader
+func (bc *benchConn) do(ctx context.Context, method, path, token string, body, out any) error {
+	var raw []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		rd = bytes.NewReader(b)
+		raw = b
 	default:
-		raw, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
+	status, data, err := bc.roundTrip(ctx, method, path, token, body != nil, raw)
 	if err != nil {
-		return &benchError{code: "transport", err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
+		bc.close()
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			<-ctx.Done() // the connection's deadline was the context's: it ends a moment later
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return &benchError{code: "transport", err: err}
 	}
 	env := benchEnvelope{Data: out}
 	if out == nil {
 		env.Data = new(json.RawMessage)
 	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return &benchError{code: fmt.Sprintf("http_%d", resp.StatusCode), err: errors.New("response is not a JSON envelope of the expected shape")}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return &benchError{code: fmt.Sprintf("http_%d", status), err: errors.New("response is not a JSON envelope of the expected shape")}
 	}
 	if !env.OK {
 		if env.Error == nil {
-			return &benchError{code: fmt.Sprintf("http_%d", resp.StatusCode), err: errors.New("failure without an error object")}
+			return &benchError{code: fmt.Sprintf("http_%d", status), err: errors.New("failure without an error object")}
 		}
 		return &benchError{code: env.Error.Code, err: errors.New(env.Error.Message)}
 	}
 	return nil
+}
+
+// roundTrip writes one request on the connection (dialling it first when needed) and reads the answer; the
+// returned body is valid until the next call.
+func (bc *benchConn) roundTrip(ctx context.Context, method, path, token string, hasBody bool, body []byte) (int, []byte, error) {
+	if bc.conn == nil {
+		if err := bc.dial(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
+	deadline := time.Now().Add(benchTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := bc.conn.SetDeadline(deadline); err != nil {
+		return 0, nil, err
+	}
+	conn := bc.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	r := append(bc.req[:0], method...)
+	r = append(r, ' ')
+	r = append(r, path...)
+	r = append(r, " HTTP/1.1\r\nHost: "...)
+	r = append(r, bc.c.host...)
+	r = append(r, "\r\nUser-Agent: waypost-bench\r\nAuthorization: Bearer "...)
+	r = append(r, token...)
+	if hasBody {
+		r = append(r, "\r\nContent-Type: application/json"...)
+	}
+	r = append(r, "\r\nContent-Length: "...)
+	r = strconv.AppendInt(r, int64(len(body)), 10)
+	r = append(r, "\r\n\r\n"...)
+	r = append(r, body...)
+	bc.req = r
+	if _, err := bc.conn.Write(r); err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.ReadResponse(bc.br, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	bc.resp.Reset()
+	_, err = bc.resp.ReadFrom(io.LimitReader(resp.Body, 8<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.Close {
+		bc.close()
+	}
+	return resp.StatusCode, bc.resp.Bytes(), nil
 }
 
 type benchError struct {
@@ -230,8 +348,8 @@ func errorCode(err error) string {
 }
 
 // call performs a request and decodes its data into out.
-func (c *benchClient) call(ctx context.Context, method, path, token string, body, out any) error {
-	if err := c.do(ctx, method, path, token, body, out); err != nil {
+func (bc *benchConn) call(ctx context.Context, method, path, token string, body, out any) error {
+	if err := bc.do(ctx, method, path, token, body, out); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
@@ -251,7 +369,7 @@ type benchConsumer struct {
 	id, token string
 }
 
-func setupBench(ctx context.Context, c *benchClient, o benchOptions) (benchSetup, error) {
+func setupBench(ctx context.Context, c *benchConn, o benchOptions) (benchSetup, error) {
 	var s benchSetup
 	rb := make([]byte, 6)
 	if _, err := rand.Read(rb); err != nil {
@@ -389,19 +507,15 @@ func progress(w io.Writer, name string, st *phaseStats, start time.Time, stop <-
 }
 
 func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) error {
-	c := &benchClient{base: o.url, http: &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			Proxy:               nil, // only ever the given URL
-			MaxIdleConns:        o.clients * 2,
-			MaxIdleConnsPerHost: o.clients * 2,
-			IdleConnTimeout:     30 * time.Second,
-		},
-	}}
-	defer c.http.CloseIdleConnections()
+	c, err := newBenchClient(o.url)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	fmt.Fprintf(out, "waypost bench against %s: %d clients; message.send for %v (at most %d), then inbox.read of %d-item pages for %v, then inbox read+ack by %d consumers for %v\n",
 		o.url, o.clients, o.duration, o.maxSends, o.readPage, o.readDuration, o.ackClients, o.ackDuration)
-	setup, err := setupBench(ctx, c, o)
+	admin := c.conn()
+	setup, err := setupBench(ctx, admin, o)
+	admin.close()
 	if err != nil {
 		return fmt.Errorf("bench: setting up a space: %w", err)
 	}
@@ -454,6 +568,8 @@ func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			bc := c.conn()
+			defer bc.close()
 			var lat []time.Duration
 			errs := map[string]int64{}
 			for k := 0; pctx.Err() == nil && issued.Add(1) <= o.maxSends; k++ {
@@ -463,7 +579,7 @@ func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 				var res struct {
 					SubmissionState string `json:"submission_state"`
 				}
-				err := c.call(pctx, "POST", "/v0/messages", setup.senderTokens[i], body, &res)
+				err := bc.call(pctx, "POST", "/v0/messages", setup.senderTokens[i], body, &res)
 				d := time.Since(t0)
 				switch {
 				case err != nil && pctx.Err() != nil:
@@ -498,6 +614,8 @@ func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			bc := c.conn()
+			defer bc.close()
 			var lat []time.Duration
 			errs := map[string]int64{}
 			var cursor *string
@@ -508,7 +626,7 @@ func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 					HasMore    bool              `json:"has_more"`
 				}
 				t0 := time.Now()
-				err := c.call(pctx, "POST", "/v0/inbox/read", setup.readerToken,
+				err := bc.call(pctx, "POST", "/v0/inbox/read", setup.readerToken,
 					map[string]any{"consumer_id": setup.readerConsumer, "cursor": cursor, "limit": o.readPage}, &page)
 				d := time.Since(t0)
 				switch {
@@ -550,6 +668,8 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			bc := c.conn()
+			defer bc.close()
 			var lat []time.Duration
 			errs := map[string]int64{}
 			var cursor *string
@@ -562,7 +682,7 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 					NextCursor string `json:"next_cursor"`
 					HasMore    bool   `json:"has_more"`
 				}
-				err := c.call(pctx, "POST", "/v0/inbox/read", con.token,
+				err := bc.call(pctx, "POST", "/v0/inbox/read", con.token,
 					map[string]any{"consumer_id": con.id, "cursor": cursor, "limit": o.readPage}, &page)
 				if err == nil && len(page.Items) > 0 {
 					body := fmt.Appendf(nil, `{"request_id":"bench-%s-ack%d-%d","consumer_id":%q,"checkpoint_cursor":%q,"items":[`,
@@ -573,7 +693,7 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 						}
 						body = fmt.Appendf(body, `{"item_id":%q,"stage":"received"}`, it.ItemID)
 					}
-					err = c.call(pctx, "POST", "/v0/inbox/ack", con.token, append(body, "]}"...), nil)
+					err = bc.call(pctx, "POST", "/v0/inbox/ack", con.token, append(body, "]}"...), nil)
 				}
 				d := time.Since(t0)
 				switch {
