@@ -1,8 +1,8 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -105,6 +105,7 @@ func (s *Store) lead() {
 	for _, r := range reqs {
 		s.evaluate(g, r)
 	}
+	s.closeReader()
 	s.inflight = append(s.inflight, g)
 	s.tail = g
 
@@ -221,20 +222,48 @@ func (v *txView) Get(k port.Key) (port.Item, bool, error) {
 	if it, ok := v.hot[string(key)]; ok {
 		return it, true, nil
 	}
-	val, closer, err := v.s.db.Get(key)
-	if errors.Is(err, pdb.ErrNotFound) {
-		return port.Item{}, false, nil
+	val, found, err := v.s.readDB(key)
+	if err != nil || !found {
+		return port.Item{}, false, err
 	}
-	if err != nil {
-		return port.Item{}, false, mapErr(err)
-	}
-	defer closer.Close()
 	it, err := decodeValue(k, val)
 	if err != nil {
 		return port.Item{}, false, err
 	}
 	v.hot.add(string(key), it)
 	return it, true, nil
+}
+
+// readDB reads one key from the database for the committer, through an iterator it creates on its group's
+// first read and keeps for the rest of the group's evaluation (closeReader): one prefix seek per read
+// instead of a point lookup that builds its iterator stack every time (most of a commit's reads ask for
+// keys that do not exist yet, answered by the tables' Bloom filters). The iterator sees every group applied
+// before it was created; the groups applied since are still in inflight, which txView.Get consults first.
+// The value is valid until the next read.
+func (s *Store) readDB(key []byte) ([]byte, bool, error) {
+	if s.reader == nil {
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return nil, false, mapErr(err)
+		}
+		s.reader = it
+	}
+	if !s.reader.SeekPrefixGE(key) || !bytes.Equal(s.reader.Key(), key) {
+		return nil, false, mapErr(s.reader.Error())
+	}
+	val, err := s.reader.ValueAndErr()
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	return val, true, nil
+}
+
+// closeReader closes the committer's read iterator, if any, at the end of a group's evaluation.
+func (s *Store) closeReader() {
+	if s.reader != nil {
+		_ = s.reader.Close()
+		s.reader = nil
+	}
 }
 
 // pending returns the item a buffered write leaves (shared: kv.Commit never modifies what Get returns).

@@ -138,7 +138,8 @@ type Store struct {
 	// Owned by the caller holding the committer role (handed over under mu).
 	inflight []*group // evaluated, not known to be applied yet; oldest first
 	hot      hotCache
-	tail     *group // the last group evaluated: the next one is made durable after it
+	tail     *group        // the last group evaluated: the next one is made durable after it
+	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB)
 
 	viewMu     sync.Mutex // guards view and viewClosed
 	view       *snapView  // the snapshot after the last durable group
