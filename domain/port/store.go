@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -213,7 +214,35 @@ type Sequence struct {
 }
 
 // SlotSK is the sort key of slot v: v in 20 decimal digits, so slots range-read in value order.
-func SlotSK(v uint64) string { return fmt.Sprintf("%020d", v) }
+func SlotSK(v uint64) string {
+	var b [20]byte // every uint64 has at most 20 digits
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(b[:])
+}
+
+// ParseSlotSK returns the value whose slot has sort key sk, and whether sk is the sort key of a slot
+// (SlotSK(v) == sk).
+func ParseSlotSK(sk string) (uint64, bool) {
+	if len(sk) != 20 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(sk); i++ {
+		c := sk[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
 
 // Slot returns the key of slot v.
 func (q Sequence) Slot(v uint64) Key { return Key{PK: q.Slots, SK: SlotSK(v)} }

@@ -351,10 +351,8 @@ func SlotOps(seq port.Sequence, first, count uint64, ops []port.Op) ([]int, erro
 		if op.Item.PK != seq.Slots || op.Kind != port.OpPut || op.Cond.Kind != port.CondNotExists {
 			continue
 		}
-		for j := range idx {
-			if op.Item.SK == port.SlotSK(first+uint64(j)) {
-				idx[j] = i
-			}
+		if v, ok := port.ParseSlotSK(op.Item.SK); ok && v >= first && v-first < count {
+			idx[v-first] = i
 		}
 	}
 	for j, i := range idx {
