@@ -78,6 +78,8 @@ type benchSpace struct {
 	senders        []string
 	readerToken    string
 	readerConsumer string
+	// ackConsumer is another inbox consumer of the default recipient, whose token may also acknowledge.
+	ackConsumer, ackToken string
 }
 
 func (s *benchServer) space(b *testing.B, n int) benchSpace {
@@ -109,6 +111,10 @@ func (s *benchServer) space(b *testing.B, n int) benchSpace {
 	s.must(b, "POST", base+"/consumers", benchAdmin, map[string]any{"request_id": "reader", "actor_id": sp.DefaultRecipientID, "view": "inbox"}, &c)
 	s.must(b, "POST", base+"/tokens", benchAdmin, map[string]any{"request_id": "reader-token", "actor_id": sp.DefaultRecipientID, "consumer_id": c.ConsumerID, "scopes": []string{"message.read"}}, &tok)
 	out.readerToken, out.readerConsumer = tok.Token, c.ConsumerID
+	s.must(b, "POST", base+"/consumers", benchAdmin, map[string]any{"request_id": "acker", "actor_id": sp.DefaultRecipientID, "view": "inbox"}, &c)
+	s.must(b, "POST", base+"/tokens", benchAdmin, map[string]any{"request_id": "acker-token", "actor_id": sp.DefaultRecipientID, "consumer_id": c.ConsumerID,
+		"scopes": []string{"message.read", "receipt.write"}}, &tok)
+	out.ackConsumer, out.ackToken = c.ConsumerID, tok.Token
 	return out
 }
 
@@ -248,4 +254,67 @@ func BenchmarkInboxRead50(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkInboxReadAck measures a durable consumer's cycle through the HTTP handler: inbox.read of a
+// 50-item page from its checkpoint, then inbox.ack of every item of it (stage received) with the page's
+// next_cursor as checkpoint_cursor, as `waypost bench` runs it. One op is one item read and acknowledged.
+func BenchmarkInboxReadAck(b *testing.B) {
+	const page = 50
+	s := openBench(b, false)
+	sp := s.space(b, 64)
+	b.Run("clients=1", func(b *testing.B) {
+		// Fill the inbox with b.N messages from 64 concurrent senders (not measured).
+		b.StopTimer()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 64; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+					if code, _, all := s.do("POST", "/v0/messages", sp.senders[w], sendBody(fmt.Sprintf("ack-%d-%d", b.N, i))); code != http.StatusOK {
+						b.Errorf("fill: %d %s", code, all)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		b.StartTimer()
+		start, cpu0 := time.Now(), processCPU()
+		items := 0
+		var cursor *string
+		for n := 0; items < b.N; n++ {
+			body, _ := json.Marshal(map[string]any{"consumer_id": sp.ackConsumer, "cursor": cursor, "limit": page})
+			code, data, all := s.do("POST", "/v0/inbox/read", sp.ackToken, body)
+			var pg struct {
+				Items []struct {
+					ItemID string `json:"item_id"`
+				} `json:"items"`
+				NextCursor string `json:"next_cursor"`
+			}
+			if err := json.Unmarshal(data, &pg); code != http.StatusOK || err != nil || len(pg.Items) == 0 {
+				b.Fatalf("read: %d %s", code, all)
+			}
+			ack := fmt.Appendf(nil, `{"request_id":"ack-%d-%d","consumer_id":%q,"checkpoint_cursor":%q,"items":[`, b.N, n, sp.ackConsumer, pg.NextCursor)
+			for k, it := range pg.Items {
+				if k > 0 {
+					ack = append(ack, ',')
+				}
+				ack = fmt.Appendf(ack, `{"item_id":%q,"stage":"received"}`, it.ItemID)
+			}
+			if code, _, all := s.do("POST", "/v0/inbox/ack", sp.ackToken, append(ack, "]}"...)); code != http.StatusOK {
+				b.Fatalf("ack: %d %s", code, all)
+			}
+			items += len(pg.Items)
+			cursor = &pg.NextCursor
+		}
+		elapsed, cpu := time.Since(start), processCPU()-cpu0
+		b.ReportMetric(float64(items)/elapsed.Seconds(), "items/s")
+		b.ReportMetric(float64(cpu)/float64(items)/1e3, "cpu-µs/item")
+	})
 }
