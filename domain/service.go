@@ -159,6 +159,9 @@ func (s *Service) notify(ctx context.Context, items []port.Published) {
 }
 
 func encode(v any) []byte {
+	if b, ok := encodeFast(v); ok {
+		return b
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("domain: encoding %T: %v", v, err)) // only plain structs are encoded

@@ -1,0 +1,347 @@
+package domain
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The records written on every send and acknowledgement are encoded here directly instead of through
+// encoding/json's reflection, byte for byte as json.Marshal writes them (TestRecordJSONMatchesEncodingJSON
+// holds every encoder to that, and TestRecordJSONCoversEveryField fails when one of these types gains a
+// field its encoder does not write). An encoder reports false where its fast path does not apply (a time outside
+// UTC or years 0-9999, an embedded raw JSON value that json.Marshal would still compact or escape, an error
+// object); encode then takes json.Marshal's path. Embedded raw values (FeedItem.Data, Submission.Fixed and
+// .Result, Message.Metadata) are JSON the service wrote itself, so they are copied, not validated again.
+
+// encodeFast returns the JSON of the record types written on the hot paths, or false for any other value.
+func encodeFast(v any) ([]byte, bool) {
+	switch r := v.(type) {
+	case FeedItem:
+		return r.appendJSON(make([]byte, 0, 512))
+	case storedMessage:
+		return r.appendJSON(make([]byte, 0, 512+len(r.Body.Text)+len(r.Metadata)))
+	case Submission:
+		return r.appendJSON(make([]byte, 0, 320+len(r.Fixed)+len(r.Result)))
+	case SendResult:
+		return r.appendJSON(make([]byte, 0, 256))
+	case sendFixed:
+		return r.appendJSON(make([]byte, 0, 128))
+	case MessageItemData:
+		return r.appendJSON(make([]byte, 0, 160+len(r.Subject)))
+	case ReceiptItemData:
+		return r.appendJSON(make([]byte, 0, 192))
+	case receiptRecord:
+		return r.appendJSON(make([]byte, 0, 96))
+	case MessageBody:
+		b := append(make([]byte, 0, 16+len(r.Text)), `{"text":`...)
+		return append(appendJSONString(b, r.Text), '}'), true
+	}
+	return nil, false
+}
+
+func (f FeedItem) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"item_id":`...)
+	b = appendJSONString(b, f.ItemID)
+	b = append(b, `,"space_id":`...)
+	b = appendJSONString(b, f.SpaceID)
+	b = append(b, `,"visible_seq":`...)
+	b = appendJSONString(b, f.VisibleSeq)
+	b = append(b, `,"item_type":`...)
+	b = appendJSONString(b, string(f.ItemType))
+	b = append(b, `,"resource_id":`...)
+	b = appendJSONString(b, f.ResourceID)
+	b = append(b, `,"resource_version":`...)
+	b = strconv.AppendInt(b, f.ResourceVersion, 10)
+	b = append(b, `,"producer_id":`...)
+	b = appendJSONString(b, f.ProducerID)
+	b = append(b, `,"recipient_ids":`...)
+	b = appendJSONStrings(b, f.RecipientIDs)
+	b = append(b, `,"thread_id":`...)
+	b = appendJSONStringPtr(b, f.ThreadID)
+	b = append(b, `,"committed_at":`...)
+	var ok bool
+	if b, ok = appendJSONTime(b, f.CommittedAt); !ok {
+		return nil, false
+	}
+	b = append(b, `,"data":`...)
+	if b, ok = appendJSONRaw(b, f.Data); !ok {
+		return nil, false
+	}
+	return append(b, '}'), true
+}
+
+func (m storedMessage) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"message_id":`...)
+	b = appendJSONString(b, m.MessageID)
+	b = append(b, `,"space_id":`...)
+	b = appendJSONString(b, m.SpaceID)
+	b = append(b, `,"producer_id":`...)
+	b = appendJSONString(b, m.ProducerID)
+	b = append(b, `,"thread_id":`...)
+	b = appendJSONString(b, m.ThreadID)
+	b = append(b, `,"in_reply_to":`...)
+	b = appendJSONStringPtr(b, m.InReplyTo)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, m.Kind)
+	b = append(b, `,"subject":`...)
+	b = appendJSONString(b, m.Subject)
+	b = append(b, `,"body":{"text":`...)
+	b = appendJSONString(b, m.Body.Text)
+	b = append(b, `},"source":{`...)
+	if m.Source.NativeThreadID != "" {
+		b = append(b, `"native_thread_id":`...)
+		b = appendJSONString(b, m.Source.NativeThreadID)
+		if m.Source.NativeMessageID != "" {
+			b = append(b, ',')
+		}
+	}
+	if m.Source.NativeMessageID != "" {
+		b = append(b, `"native_message_id":`...)
+		b = appendJSONString(b, m.Source.NativeMessageID)
+	}
+	b = append(b, `},"recipient_ids":`...)
+	b = appendJSONStrings(b, m.RecipientIDs)
+	b = append(b, `,"attachment_ids":`...)
+	b = appendJSONStrings(b, m.AttachmentIDs)
+	b = append(b, `,"metadata":`...)
+	var ok bool
+	if b, ok = appendJSONRaw(b, m.Metadata); !ok {
+		return nil, false
+	}
+	b = append(b, `,"committed_at":`...)
+	if b, ok = appendJSONTime(b, m.CommittedAt); !ok {
+		return nil, false
+	}
+	b = append(b, `,"envelope_version":`...)
+	b = strconv.AppendInt(b, int64(m.EnvelopeVersion), 10)
+	b = append(b, `,"visible_seq":`...)
+	b = appendJSONString(b, m.VisibleSeq)
+	if m.Inline {
+		b = append(b, `,"body_inline":true`...)
+	}
+	if m.BodySHA256 != "" {
+		b = append(b, `,"body_sha256":`...)
+		b = appendJSONString(b, m.BodySHA256)
+	}
+	if m.BodySize != 0 {
+		b = append(b, `,"body_size":`...)
+		b = strconv.AppendInt(b, m.BodySize, 10)
+	}
+	return append(b, '}'), true
+}
+
+func (s Submission) appendJSON(b []byte) ([]byte, bool) {
+	if s.Error != nil {
+		return nil, false
+	}
+	b = append(b, `{"operation":`...)
+	b = appendJSONString(b, s.Operation)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, s.RequestID)
+	b = append(b, `,"fingerprint":`...)
+	b = appendJSONString(b, s.Fingerprint)
+	b = append(b, `,"resource_id":`...)
+	b = appendJSONString(b, s.ResourceID)
+	b = append(b, `,"state":`...)
+	b = appendJSONString(b, string(s.State))
+	b = append(b, `,"reserved_at":`...)
+	var ok bool
+	if b, ok = appendJSONTime(b, s.ReservedAt); !ok {
+		return nil, false
+	}
+	if len(s.Fixed) > 0 {
+		b = append(b, `,"fixed":`...)
+		if b, ok = appendJSONRaw(b, s.Fixed); !ok {
+			return nil, false
+		}
+	}
+	if len(s.Result) > 0 {
+		b = append(b, `,"result":`...)
+		if b, ok = appendJSONRaw(b, s.Result); !ok {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+func (r SendResult) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"submission_state":`...)
+	b = appendJSONString(b, string(r.SubmissionState))
+	b = append(b, `,"resource_id":`...)
+	b = appendJSONString(b, r.ResourceID)
+	b = append(b, `,"message_id":`...)
+	b = appendJSONString(b, r.MessageID)
+	b = append(b, `,"thread_id":`...)
+	b = appendJSONString(b, r.ThreadID)
+	b = append(b, `,"committed_at":`...)
+	var ok bool
+	if b, ok = appendJSONTime(b, r.CommittedAt); !ok {
+		return nil, false
+	}
+	b = append(b, `,"visible_seq":`...)
+	b = appendJSONString(b, r.VisibleSeq)
+	return append(b, '}'), true
+}
+
+func (f sendFixed) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"thread_id":`...)
+	b = appendJSONString(b, f.ThreadID)
+	b = append(b, `,"recipient_ids":`...)
+	b = appendJSONStrings(b, f.RecipientIDs)
+	return append(b, '}'), true
+}
+
+func (d MessageItemData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"message_id":`...)
+	b = appendJSONString(b, d.MessageID)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, d.Kind)
+	b = append(b, `,"subject":`...)
+	b = appendJSONString(b, d.Subject)
+	b = append(b, `,"in_reply_to":`...)
+	b = appendJSONStringPtr(b, d.InReplyTo)
+	b = append(b, `,"attachment_count":`...)
+	b = strconv.AppendInt(b, int64(d.AttachmentCount), 10)
+	return append(b, '}'), true
+}
+
+func (d ReceiptItemData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"consumer_id":`...)
+	b = appendJSONString(b, d.ConsumerID)
+	b = append(b, `,"acked_item_id":`...)
+	b = appendJSONString(b, d.AckedItemID)
+	b = append(b, `,"resource_id":`...)
+	b = appendJSONString(b, d.ResourceID)
+	b = append(b, `,"stage":`...)
+	b = appendJSONString(b, string(d.Stage))
+	b = append(b, `,"receipt_version":`...)
+	b = strconv.AppendInt(b, d.ReceiptVersion, 10)
+	return append(b, '}'), true
+}
+
+func (r receiptRecord) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"receipt_id":`...)
+	b = appendJSONString(b, r.ReceiptID)
+	b = append(b, `,"stage":`...)
+	b = appendJSONString(b, string(r.Stage))
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	return append(b, '}'), true
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON writes it (RFC 3339 with nanoseconds), for a UTC time
+// of the years 0-9999; false otherwise.
+func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
+	if t.Location() != time.UTC || t.Year() < 0 || t.Year() > 9999 {
+		return nil, false
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), true
+}
+
+// appendJSONRaw appends raw JSON as json.Marshal embeds a json.RawMessage: null when nil, else compacted
+// and HTML-escaped. It reports false for a value json.Marshal would change (white space, '<', '>', '&',
+// U+2028 or U+2029) or refuse (empty).
+func appendJSONRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if len(raw) == 0 {
+		return nil, false
+	}
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2: // 0xE2 starts U+2028 and U+2029 (and other runes)
+			return nil, false
+		}
+	}
+	return append(b, raw...), true
+}
+
+func appendJSONStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, *s)
+}
+
+func appendJSONStrings(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe marks the ASCII bytes a JSON string holds as they are (encoding/json's HTML-safe set).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// appendJSONString appends s quoted as encoding/json writes a string: '"' and '\\' escaped, \b \f \n \r \t
+// and the other control characters escaped, '<', '>' and '&' escaped (HTML-safe), U+2028 and U+2029
+// escaped, and each byte of invalid UTF-8 replaced by \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
