@@ -173,7 +173,7 @@ func (s *Store) makeDurable(g *group) {
 		if cerr := g.batch.Commit(s.wopt); cerr != nil {
 			err = s.fail(cerr)
 		} else {
-			s.publishView()
+			s.publishView(g.writes)
 			if s.onBatch != nil {
 				s.onBatch(len(g.reqs), time.Since(start))
 			}

@@ -57,6 +57,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -141,9 +142,10 @@ type Store struct {
 	tail     *group        // the last group evaluated: the next one is made durable after it
 	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB)
 
-	viewMu     sync.Mutex // guards view and viewClosed
+	viewMu     sync.Mutex // guards view, viewClosed and found
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
+	found      readCache      // items Get found, as of view
 	snaps      sync.WaitGroup // open snapshots
 
 	failed atomic.Pointer[error] // the first storage failure; every later commit fails with it
@@ -202,7 +204,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache), onBatch: opts.OnBatch}
+	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache), found: make(readCache),
+		onBatch: opts.OnBatch}
 	if opts.NoSync {
 		s.wopt = pdb.NoSync
 	}
@@ -302,16 +305,79 @@ func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 	if err := kv.ValidateKey(key); err != nil {
 		return port.Item{}, false, fmt.Errorf("pebble: get: %w", err)
 	}
-	v, err := s.acquire()
-	if err != nil {
-		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, err)
+	ek := encodeKey(key)
+	s.viewMu.Lock()
+	if s.viewClosed {
+		s.viewMu.Unlock()
+		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, ErrClosed)
 	}
+	if it, ok := s.found[string(ek)]; ok {
+		s.viewMu.Unlock()
+		return it.share(), true, nil
+	}
+	v := s.view
+	v.refs++
+	s.viewMu.Unlock()
 	defer s.release(v)
-	it, found, err := get(v.snap, key)
+	it, found, err := getKey(v.snap, key, ek)
 	if err != nil {
 		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, err)
 	}
-	return it, found, nil
+	if !found {
+		return port.Item{}, false, nil
+	}
+	s.viewMu.Lock()
+	if s.view == v { // no group became durable since the read: it is the current state
+		s.found.add(string(ek), it)
+	}
+	s.viewMu.Unlock()
+	return cachedItem(it).share(), true, nil
+}
+
+// readCacheMax bounds the items Get keeps.
+const readCacheMax = 4096
+
+// readCache holds items Get found, by encoded key, as of the durable view: publishView applies every group's
+// writes to the keys it holds when it publishes the group's view, so a hit is what a read of the view would
+// return. The items that authentication and most operations read (actors, tokens, consumers, spaces) are
+// read from the database once while they stay unchanged. Only items found are kept: absent keys are mostly
+// keys about to be written. Get's callers get copies.
+type readCache map[string]cachedItem
+
+// cachedItem is an item Get found.
+type cachedItem port.Item
+
+// share returns a copy of the item for a caller of Get, who may change it.
+func (c cachedItem) share() port.Item {
+	it := port.Item(c)
+	it.Attrs = maps.Clone(it.Attrs)
+	it.Data = slices.Clone(it.Data)
+	return it
+}
+
+// add keeps an item, emptying the cache when it is full.
+func (c readCache) add(key string, it port.Item) {
+	if _, ok := c[key]; !ok && len(c) >= readCacheMax {
+		clear(c)
+	}
+	c[key] = cachedItem(it)
+}
+
+// apply brings the cached items a durable group wrote up to date.
+func (c readCache) apply(writes map[string]write) {
+	if len(c) == 0 {
+		return
+	}
+	for k, w := range writes {
+		if _, ok := c[k]; !ok {
+			continue
+		}
+		if w.del {
+			delete(c, k)
+			continue
+		}
+		c[k] = cachedItem(w.item)
+	}
 }
 
 // Query reads one partition within q's bounds in ascending sort-key order, as of the last durable commit.
@@ -464,13 +530,15 @@ func (s *Store) release(v *snapView) {
 	}
 }
 
-// publishView makes a snapshot of the database as it is now the view of later reads.
-func (s *Store) publishView() {
+// publishView makes a snapshot of the database as it is now, after the group that wrote writes, the view of
+// later reads.
+func (s *Store) publishView(writes map[string]write) {
 	s.snaps.Add(1)
 	next := &snapView{snap: s.db.NewSnapshot(), refs: 1}
 	s.viewMu.Lock()
 	old := s.view
 	s.view = next
+	s.found.apply(writes)
 	s.viewMu.Unlock()
 	s.release(old)
 }
@@ -481,8 +549,11 @@ type getter interface {
 }
 
 // get reads and decodes one item through r.
-func get(r getter, key port.Key) (port.Item, bool, error) {
-	val, closer, err := r.Get(encodeKey(key))
+func get(r getter, key port.Key) (port.Item, bool, error) { return getKey(r, key, encodeKey(key)) }
+
+// getKey is get for a key already encoded (ek).
+func getKey(r getter, key port.Key, ek []byte) (port.Item, bool, error) {
+	val, closer, err := r.Get(ek)
 	if errors.Is(err, pdb.ErrNotFound) {
 		return port.Item{}, false, nil
 	}
