@@ -212,19 +212,33 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 	}
 	key := keySubmission(p.SpaceID, p.ActorID, OpMessageSend, req.RequestID)
 	inline := len(encode(n.Body)) <= s.inlineBodyMax
+	// An inline send first commits without reading its submission: the commit's NotExists condition on the
+	// submission decides whether the request_id is new, so a new request (nearly every one) skips a read. A
+	// refusal of that first attempt (a precondition, a quota: refused) or its submission's condition sends the
+	// request down the checked path, which reads the submission first, so a retried request still answers what
+	// its first commit did. A storage failure is answered as it is (the failure matrix: the client retries).
+	optimistic := inline
 	for attempt := 0; attempt < s.retries; attempt++ {
-		sub, _, found, err := getRecord[Submission](ctx, s.store, key)
-		if err != nil {
-			return SendResult{}, err
-		}
-		if found {
-			if sub.Fingerprint != fp || sub.State == StateCommitted || sub.State == StateFailed {
-				return decodeResult[SendResult](replay(sub, fp))
+		var sub Submission
+		if !optimistic {
+			var found bool
+			var err error
+			if sub, _, found, err = getRecord[Submission](ctx, s.store, key); err != nil {
+				return SendResult{}, err
 			}
-			return s.completeSend(ctx, p, key, sub, n) // resume a reservation of the blob path
+			if found {
+				if sub.Fingerprint != fp || sub.State == StateCommitted || sub.State == StateFailed {
+					return decodeResult[SendResult](replay(sub, fp))
+				}
+				return s.completeSend(ctx, p, key, sub, n) // resume a reservation of the blob path
+			}
 		}
 		fixed, err := s.sendPreconditions(ctx, p, n)
 		if err != nil {
+			if optimistic && refused(err) {
+				optimistic, attempt = false, attempt-1
+				continue
+			}
 			return SendResult{}, err
 		}
 		msgID := s.ids.NewID("msg")
@@ -235,8 +249,13 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 			State: StateReserved, ReservedAt: s.clock.Now().UTC(), Fixed: encode(fixed)}
 		if inline {
 			res, retry, err := s.commitSend(ctx, p, key, sub, fixed, n, true)
-			if retry {
-				continue // a concurrent identical request committed first: replay its result
+			switch {
+			case retry: // an identical request committed first (or a concurrent one): replay its result
+				optimistic = false
+				continue
+			case err != nil && optimistic && refused(err): // check the submission before answering the refusal
+				optimistic, attempt = false, attempt-1
+				continue
 			}
 			return res, err
 		}
@@ -268,6 +287,13 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 		}
 	}
 	return SendResult{}, Errorf(CodeStorageUnavailable, "too much contention; retry with the same request_id")
+}
+
+// refused reports whether err is the domain's refusal of a request (a public code other than a storage failure
+// or an internal error) rather than a failure to carry it out.
+func refused(err error) bool {
+	var de *Error
+	return errors.As(err, &de) && de.Code != CodeStorageUnavailable && de.Code != CodeInternal
 }
 
 func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normalizedSend) (sendFixed, error) {

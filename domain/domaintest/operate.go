@@ -31,6 +31,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("DeleteSpace_OutlivesUploadURLs", func(t *testing.T) { opDeleteOutlivesUploadURLs(t, nb) })
 	t.Run("DeleteSpace_UnderConcurrentWrites", func(t *testing.T) { opDeleteUnderWrites(t, nb) })
 	t.Run("Quotas_RefuseWithoutPublishing", func(t *testing.T) { opQuotas(t, nb) })
+	t.Run("Send_RetryAnswersItsCommitAfterTheSpaceChanged", func(t *testing.T) { opSendRetryAfterChanges(t, nb) })
 }
 
 // opEnv is a fixture whose backend can fail chosen commits and puts and records every key it stored.
@@ -739,5 +740,55 @@ func opQuotas(t *testing.T, nb NewBackend) {
 	for _, q := range []domain.Quotas{{MaxStoredBytes: 0, MaxItems: 1}, {MaxStoredBytes: 1, MaxItems: -1}, {MaxStoredBytes: 1 << 51, MaxItems: 1}} {
 		_, err := e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{Quotas: &q})
 		WantCode(t, fmt.Sprintf("quotas %+v", q), err, domain.CodeInvalidRequest)
+	}
+}
+
+// opSendRetryAfterChanges: a retried send answers what its first commit did, even when a new send with the
+// same content would now be refused (the item quota is reached, the recipient revoked), and a reused
+// request_id with other content is an IDEMPOTENCY_CONFLICT rather than the refusal a new send would get.
+func opSendRetryAfterChanges(t *testing.T, nb NewBackend) {
+	e := newOpEnv(t, nb)
+	sp := e.Space().SpaceID
+	a, b := e.Party(sp), e.Party(sp)
+	p := mustDo[*domain.Principal](t, "Authenticate")(e.Svc.Authenticate(e.ctx, a.Token))
+	req := domain.SendRequest{RequestID: "kept", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "once"}}
+	first := mustDo[domain.SendResult](t, "the first send")(e.Svc.SendMessage(e.ctx, p, req))
+	check := func(what string) {
+		t.Helper()
+		got, err := e.Svc.SendMessage(e.ctx, p, req)
+		if err != nil {
+			t.Fatalf("%s: a retried send answered %v, want its first result", what, err)
+		}
+		if got.MessageID != first.MessageID || got.VisibleSeq != first.VisibleSeq || !got.CommittedAt.Equal(first.CommittedAt) {
+			t.Fatalf("%s: a retried send answered %+v, want %+v", what, got, first)
+		}
+	}
+	check("unchanged")
+
+	usage := func() domain.QuotaUsage {
+		return *mustDo[domain.SpaceResult](t, "GetSpace")(e.Svc.GetSpace(e.ctx, sp)).Usage
+	}
+	u := usage()
+	mustDo[domain.SpaceResult](t, "UpdateSpace")(e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{
+		Quotas: &domain.Quotas{MaxStoredBytes: domain.DefaultSpaceMaxStoredBytes, MaxItems: u.Items}}))
+	_, err := e.Svc.SendMessage(e.ctx, p, domain.SendRequest{RequestID: "new", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "once"}})
+	WantCode(t, "a new send at the item quota", err, domain.CodeResourceLimit)
+	check("at the item quota")
+	if got := usage(); got != u {
+		t.Errorf("usage after retries %+v, want %+v", got, u)
+	}
+	mustDo[domain.SpaceResult](t, "UpdateSpace")(e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{
+		Quotas: &domain.Quotas{MaxStoredBytes: domain.DefaultSpaceMaxStoredBytes, MaxItems: domain.DefaultQuotas().MaxItems}}))
+
+	mustDo[domain.ActorResult](t, "RevokeActor")(e.Svc.RevokeActor(e.ctx, sp, b.ActorID))
+	_, err = e.Svc.SendMessage(e.ctx, p, domain.SendRequest{RequestID: "new", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "once"}})
+	WantCode(t, "a new send to a revoked recipient", err, domain.CodeNotFound)
+	check("after the recipient was revoked")
+	other := req
+	other.Body = &domain.MessageBody{Text: "other content"}
+	_, err = e.Svc.SendMessage(e.ctx, p, other)
+	WantCode(t, "the request_id reused with other content", err, domain.CodeIdempotencyConflict)
+	if items, _ := e.ReadAll(b.P, b.ConsumerID, nil, 50); len(items) != 1 {
+		t.Errorf("b's feed has %d items, want the one message", len(items))
 	}
 }
