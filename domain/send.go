@@ -217,7 +217,9 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 	// refusal of that first attempt (a precondition, a quota: refused) or its submission's condition sends the
 	// request down the checked path, which reads the submission first, so a retried request still answers what
 	// its first commit did. A storage failure is answered as it is (the failure matrix: the client retries).
-	optimistic := inline
+	// A store that reserves sequence values before its transaction always reads first: there a refused
+	// attempt would use up a visible_seq, and a retried send must not leave a gap.
+	optimistic := inline && !s.store.ReservesSequences()
 	for attempt := 0; attempt < s.retries; attempt++ {
 		var sub Submission
 		if !optimistic {

@@ -284,6 +284,11 @@ type ItemStore interface {
 	Commit(ctx context.Context, tx Tx) (first uint64, err error)
 	// MaxOps is the largest number of ops (counter included) one transaction may hold.
 	MaxOps() int
+	// ReservesSequences reports whether Commit takes a transaction's sequence values before the transaction
+	// runs (DynamoDB), so that a transaction refused by a condition still uses its values up (their slots
+	// are voided), rather than inside it (the embedded stores), where a refused transaction takes none. The
+	// domain lets a condition rather than a read decide only where a refusal takes nothing.
+	ReservesSequences() bool
 	// Head returns the visible head of a sequence: the highest value h such that every value up to h was
 	// taken and its slot is filled or void, so no slot at or below h can still be filled by a commit (0 when
 	// none). Readers that bound their reads by it never pass an item that commits later with a lower value.

@@ -177,6 +177,10 @@ func (s *Store) Table() string { return s.table }
 // MaxOps returns MaxOps.
 func (s *Store) MaxOps() int { return MaxOps }
 
+// ReservesSequences is true: Commit reserves a transaction's values with an atomic update of the counter
+// before its TransactWriteItems, and voids their slots when the transaction is refused.
+func (s *Store) ReservesSequences() bool { return true }
+
 var _ port.Expirer = (*Store)(nil)
 
 // ExpiresItems reports Options.TTL: whether DynamoDB deletes items past their port.AttrExpires time.

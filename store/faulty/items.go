@@ -119,6 +119,9 @@ func (s *ItemStore) Reset() {
 // MaxOps returns the inner store's MaxOps.
 func (s *ItemStore) MaxOps() int { return s.inner.MaxOps() }
 
+// ReservesSequences reports the inner store's answer.
+func (s *ItemStore) ReservesSequences() bool { return s.inner.ReservesSequences() }
+
 // Get reads through the inner store unless a Get fault (or a random one) fires.
 func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
 	if _, _, r := s.hooks(); r.roll(planRead) {

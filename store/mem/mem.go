@@ -39,6 +39,9 @@ func New() *Store {
 // MaxOps returns MaxOps.
 func (s *Store) MaxOps() int { return MaxOps }
 
+// ReservesSequences is false: a transaction allocates its sequence values inside its commit.
+func (s *Store) ReservesSequences() bool { return false }
+
 // Get returns a copy of the item at key.
 func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
 	if err := ctx.Err(); err != nil {

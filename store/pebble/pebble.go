@@ -306,6 +306,9 @@ func (s *Store) Close() error {
 // MaxOps returns MaxOps.
 func (s *Store) MaxOps() int { return MaxOps }
 
+// ReservesSequences is false: a transaction allocates its sequence values inside its commit.
+func (s *Store) ReservesSequences() bool { return false }
+
 // Get reads one item as of the last durable commit.
 func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
 	if err := ctx.Err(); err != nil {

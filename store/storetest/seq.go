@@ -134,6 +134,10 @@ func testSeqFailedCondition(t *testing.T, s port.ItemStore) {
 	if err != nil || first < 1 {
 		t.Fatalf("commit after the failure: %d, %v", first, err)
 	}
+	// ReservesSequences says which: a refused transaction used its two values up, or took none.
+	if want := map[bool]uint64{false: 1, true: 3}[s.ReservesSequences()]; first != want {
+		t.Fatalf("commit after a refused transaction of 2 values got %d, want %d (ReservesSequences %v)", first, want, s.ReservesSequences())
+	}
 	if h := head(t, s, seq); h != first {
 		t.Fatalf("head %d after committing %d (a failed transaction's values must not hold it back)", h, first)
 	}
