@@ -242,7 +242,9 @@ func (v *txView) Get(k port.Key) (port.Item, bool, error) {
 // The value is valid until the next read.
 func (s *Store) readDB(key []byte) ([]byte, bool, error) {
 	if s.reader == nil {
-		it, err := s.db.NewIter(nil)
+		// UseL6Filters: pebble skips the bottom level's Bloom filters unless asked, and reads a data block
+		// instead, which costs more than the filter for keys that are absent.
+		it, err := s.db.NewIter(&pdb.IterOptions{UseL6Filters: true})
 		if err != nil {
 			return nil, false, mapErr(err)
 		}
