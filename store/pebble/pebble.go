@@ -188,6 +188,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
 	po := &pdb.Options{
+		FS:                    engineFS(),
 		FormatMajorVersion:    pdb.FormatNewest,
 		MemTableSize:          memTableSize,
 		CacheSize:             cacheSize,
