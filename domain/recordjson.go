@@ -284,6 +284,28 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// appendEscapedASCII appends the escape of an ASCII byte that a JSON string may not hold as it is (or that
+// the encoder chooses to escape): `\"` and `\\`, the short escapes \b \f \n \r \t, else \u00xx in lower-case
+// hex — the same bytes for encoding/json and RFC 8785 (appendJCSString).
+func appendEscapedASCII(b []byte, c byte) []byte {
+	switch c {
+	case '\\', '"':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	default:
+		return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+	}
+}
+
 // jsonSafe marks the ASCII bytes a JSON string holds as they are (encoding/json's HTML-safe set).
 var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
@@ -304,23 +326,7 @@ func appendJSONString(b []byte, s string) []byte {
 				i++
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
+			b = appendEscapedASCII(append(b, s[start:i]...), c)
 			i++
 			start = i
 			continue

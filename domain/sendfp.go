@@ -3,7 +3,6 @@ package domain
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"unicode/utf8"
 )
 
@@ -103,27 +102,7 @@ func appendJCSString(b []byte, s string) ([]byte, bool) {
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0')
-			if c < 0x10 {
-				b = append(b, '0')
-			}
-			b = strconv.AppendUint(b, uint64(c), 16)
-		}
+		b = appendEscapedASCII(append(b, s[start:i]...), c)
 		start = i + 1
 	}
 	b = append(b, s[start:]...)
