@@ -554,22 +554,39 @@ func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) e
 	return ctx.Err()
 }
 
-func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
+// runPhase runs one timed phase of d: clients goroutines, each on its own connection, run client until it
+// returns, while the phase's count is printed every second. client records its successes in st.done (and
+// st.items), and hands back its latencies and error counts, which runPhase adds to st. It returns st and
+// the phase's length.
+func runPhase(ctx context.Context, c *benchClient, progressOut io.Writer, name string, d time.Duration, clients int,
+	client func(pctx context.Context, i int, bc *benchConn, st *phaseStats) ([]time.Duration, map[string]int64)) (*phaseStats, time.Duration) {
 	st := newPhaseStats()
-	pctx, cancel := context.WithTimeout(ctx, o.duration)
+	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	text, _ := json.Marshal(strings.Repeat("x", o.bodyBytes))
-	var issued atomic.Int64
 	start := time.Now()
 	stop := make(chan struct{})
-	go progress(progressOut, "message.send", st, start, stop)
+	go progress(progressOut, name, st, start, stop)
 	var wg sync.WaitGroup
-	for i := 0; i < o.clients; i++ {
+	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			bc := c.conn()
 			defer bc.close()
+			st.add(client(pctx, i, bc, st))
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	return st, elapsed
+}
+
+func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
+	text, _ := json.Marshal(strings.Repeat("x", o.bodyBytes))
+	var issued atomic.Int64
+	return runPhase(ctx, c, progressOut, "message.send", o.duration, o.clients,
+		func(pctx context.Context, i int, bc *benchConn, st *phaseStats) ([]time.Duration, map[string]int64) {
 			var lat []time.Duration
 			errs := map[string]int64{}
 			for k := 0; pctx.Err() == nil && issued.Add(1) <= o.maxSends; k++ {
@@ -593,29 +610,13 @@ func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 					st.done.Add(1)
 				}
 			}
-			st.add(lat, errs)
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(stop)
-	return st, elapsed
+			return lat, errs
+		})
 }
 
 func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
-	st := newPhaseStats()
-	pctx, cancel := context.WithTimeout(ctx, o.readDuration)
-	defer cancel()
-	start := time.Now()
-	stop := make(chan struct{})
-	go progress(progressOut, "inbox.read", st, start, stop)
-	var wg sync.WaitGroup
-	for i := 0; i < o.clients; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bc := c.conn()
-			defer bc.close()
+	return runPhase(ctx, c, progressOut, "inbox.read", o.readDuration, o.clients,
+		func(pctx context.Context, _ int, bc *benchConn, st *phaseStats) ([]time.Duration, map[string]int64) {
 			var lat []time.Duration
 			errs := map[string]int64{}
 			var cursor *string
@@ -643,13 +644,8 @@ func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 					}
 				}
 			}
-			st.add(lat, errs)
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(stop)
-	return st, elapsed
+			return lat, errs
+		})
 }
 
 // benchAcks runs the read+ack phase: each client's consumer reads a page from its checkpoint and acknowledges
@@ -657,19 +653,9 @@ func benchReads(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 // drained or the phase ends. done counts acknowledged pages, items acknowledged items; a latency is one
 // read+ack cycle.
 func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o benchOptions, setup benchSetup) (*phaseStats, time.Duration) {
-	st := newPhaseStats()
-	pctx, cancel := context.WithTimeout(ctx, o.ackDuration)
-	defer cancel()
-	start := time.Now()
-	stop := make(chan struct{})
-	go progress(progressOut, "inbox read+ack", st, start, stop)
-	var wg sync.WaitGroup
-	for i, con := range setup.ackers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bc := c.conn()
-			defer bc.close()
+	return runPhase(ctx, c, progressOut, "inbox read+ack", o.ackDuration, len(setup.ackers),
+		func(pctx context.Context, i int, bc *benchConn, st *phaseStats) ([]time.Duration, map[string]int64) {
+			con := setup.ackers[i]
 			var lat []time.Duration
 			errs := map[string]int64{}
 			var cursor *string
@@ -711,11 +697,6 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 					break // the whole inbox is acknowledged
 				}
 			}
-			st.add(lat, errs)
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(stop)
-	return st, elapsed
+			return lat, errs
+		})
 }
