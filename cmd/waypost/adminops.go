@@ -117,10 +117,7 @@ A space with more records than --max-scan is counted up to that many and says co
 			return ad.Stats(ctx, in.space, maxScan)
 		},
 		print: func(cmd *cobra.Command, st domain.SpaceStats) error {
-			if c.json {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			return printStats(cmd.OutOrStdout(), st)
+			return c.show(cmd, st, func(w io.Writer) error { return printStats(w, st) })
 		},
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,11 +51,10 @@ The AWS deployment is backed up differently: DynamoDB point-in-time recovery and
 			if err != nil {
 				return err
 			}
-			if c.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			return fields(cmd.OutOrStdout(), "dir", fmt.Sprint(res["dir"]), "taken_at", fmt.Sprint(res["taken_at"]),
-				"objects", fmt.Sprint(res["objects"]), "object_bytes", fmt.Sprint(res["object_bytes"]), "duration_ms", fmt.Sprint(res["duration_ms"]))
+			return c.show(cmd, res, func(w io.Writer) error {
+				return fields(w, "dir", fmt.Sprint(res["dir"]), "taken_at", fmt.Sprint(res["taken_at"]),
+					"objects", fmt.Sprint(res["objects"]), "object_bytes", fmt.Sprint(res["object_bytes"]), "duration_ms", fmt.Sprint(res["duration_ms"]))
+			})
 		},
 	}
 	c.addAdminFlags(cmd.Flags())
