@@ -56,8 +56,8 @@ func (a *Admin) GetSpace(ctx context.Context, spaceID string) (domain.SpaceResul
 	return out, err
 }
 
-// UpdateSpace changes a space's settings — its per-credential rate limits — (PATCH /admin/v0/spaces/{space_id})
-// and returns the space with the settings in force.
+// UpdateSpace changes a space's settings — its per-credential rate limits and its capacity quotas — (PATCH
+// /admin/v0/spaces/{space_id}) and returns the space with the settings in force.
 func (a *Admin) UpdateSpace(ctx context.Context, spaceID string, req domain.UpdateSpaceRequest) (domain.SpaceResult, error) {
 	var out domain.SpaceResult
 	err := a.t.do(ctx, http.MethodPatch, spacePath(spaceID), nil, req, &out)
