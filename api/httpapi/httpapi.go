@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -257,7 +256,7 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, op, requestID string
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
 	}
 	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
-		w.Header().Set("Retry-After", retryAfter(de))
+		w.Header().Set("Retry-After", boundary.RetryAfter(de))
 	}
 	writeJSON(w, de.Code.HTTPStatus(), env)
 }
@@ -373,21 +372,6 @@ func checkPathIDs(r *http.Request) error {
 		}
 	}
 	return nil
-}
-
-// retryAfter is the Retry-After of a retryable error: its details.retry_after_ms rounded up to whole
-// seconds, at least 1.
-func retryAfter(de *domain.Error) string {
-	var ms int64
-	switch v := de.Details["retry_after_ms"].(type) {
-	case int:
-		ms = int64(v)
-	case int64:
-		ms = v
-	case float64:
-		ms = int64(v)
-	}
-	return strconv.FormatInt(max(1, (ms+999)/1000), 10)
 }
 
 // RefusedRequests returns how many requests were refused for MaxInflight since the start.
