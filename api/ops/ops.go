@@ -320,12 +320,4 @@ func (s *Set) ToolSchema(o *Op) (json.RawMessage, error) {
 func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodGet }
 
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
-func StatusOperations() []string {
-	var names []string
-	for _, o := range DataPlane() {
-		if o.Submission {
-			names = append(names, o.Name)
-		}
-	}
-	return names
-}
+func StatusOperations() []string { return submissions(DataPlane()) }
