@@ -67,11 +67,9 @@ type API struct {
 	inflight      atomic.Int64
 	shed          *shedlog.Reporter
 	admin         *adminauth.Verifier // nil: the control plane is disabled
-	schemas       *schemas.Registry
 	ops           *ops.Set
 	answer        boundary.Answerer
 	log           *slog.Logger
-	ids           port.IDSource
 	mux           *http.ServeMux
 	metrics       metrics.Recorder
 	opNames       map[string]string // route pattern → operation name
@@ -96,7 +94,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 			return nil, fmt.Errorf("httpapi: %w", err)
 		}
 	}
-	a := &API{svc: svc, schemas: set.Schemas(), ops: set, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
+	a := &API{svc: svc, ops: set, log: opts.Logger, mux: http.NewServeMux(),
 		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics}
 	if a.metrics == nil {
 		a.metrics = metrics.Nop{}
@@ -125,7 +123,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.shed = shedlog.New(a.log, "max_inflight", a.maxInflight)
-	a.answer = boundary.Answerer{Log: a.log, IDs: a.ids}
+	a.answer = boundary.Answerer{Log: a.log, IDs: opts.IDs}
 	if err := a.routes(); err != nil {
 		return nil, err
 	}
@@ -290,7 +288,7 @@ func (a *API) Principal(r *http.Request) (*domain.Principal, error) { return a.p
 func (a *API) Service() *domain.Service { return a.svc }
 
 // Schemas returns the JSON Schemas the API validates with.
-func (a *API) Schemas() *schemas.Registry { return a.schemas }
+func (a *API) Schemas() *schemas.Registry { return a.ops.Schemas() }
 
 // Mount serves h at pattern (a net/http pattern, such as "POST /admin/v0/backup") beside the operations,
 // behind the same bounds, logs and metrics. It must be called before the API serves.
