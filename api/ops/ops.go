@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -174,7 +175,7 @@ func (o *Op) Params(pathValue func(string) string, q url.Values) json.RawMessage
 	doc := map[string]any{}
 	inPath := o.PathParams()
 	for name, f := range o.fields {
-		if containsString(inPath, name) {
+		if slices.Contains(inPath, name) {
 			doc[name] = pathValue(name)
 			continue
 		}
@@ -189,15 +190,6 @@ func (o *Op) Params(pathValue func(string) string, q url.Values) json.RawMessage
 		panic(fmt.Sprintf("ops: encoding the parameters of %s: %v", o.Name, err))
 	}
 	return raw
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // typed converts a query value to the JSON type of a request member.
