@@ -41,8 +41,6 @@ type Options struct {
 	Logger *slog.Logger
 	// IDs makes tracking request IDs for reads.
 	IDs port.IDSource
-	// Extra registers more routes on the same mux (e.g. MCP, feed.wait) before the catch-all.
-	Extra func(mux *http.ServeMux, a *API)
 	// BodyTimeout bounds reading a request body: the whole of a JSON body, and every window of an upload
 	// body (see MinUploadRate); 0 means DefaultBodyTimeout. A body not read in time is answered with
 	// INVALID_REQUEST and its connection closed.
@@ -126,9 +124,6 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 	a.answer = boundary.Answerer{Log: a.log, IDs: opts.IDs}
 	if err := a.routes(); err != nil {
 		return nil, err
-	}
-	if opts.Extra != nil {
-		opts.Extra(a.mux, a)
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such route: %s %s", echo.Clip(r.Method), echo.Clip(r.URL.Path)))
@@ -387,11 +382,13 @@ func Over(opts Options) func(p transport.Parts, mounts map[string]http.Handler) 
 	return func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 		o := opts
 		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops, o.Metrics = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops, p.Metrics
-		o.Extra = func(mux *http.ServeMux, _ *API) {
-			for path, h := range mounts {
-				mux.Handle(path, h)
-			}
+		a, err := New(p.Svc, o)
+		if err != nil {
+			return nil, err
 		}
-		return New(p.Svc, o)
+		for path, h := range mounts {
+			a.Mount(path, h)
+		}
+		return a, nil
 	}
 }
