@@ -308,7 +308,7 @@ func (s *Set) ToolSchema(o *Op) (json.RawMessage, error) {
 }
 
 // HasBody reports whether the operation's HTTP request carries a JSON body: it names a Request schema and
-// its method is not GET (a DELETE may take one, as a revoke does).
+// its method is not GET (the revoke and rotate calls, POSTs, take an optional one).
 func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodGet }
 
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
