@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/waypost/waypost/domain"
@@ -62,6 +63,21 @@ func (a Answerer) Answer(ctx context.Context, op, requestID string, data any, er
 	return Failure(requestID, de), de
 }
 
+// RetryAfter is the Retry-After header value (whole seconds, at least 1) of a retryable refusal: its
+// details.retry_after_ms rounded up.
+func RetryAfter(de *domain.Error) string {
+	var ms int64
+	switch v := de.Details["retry_after_ms"].(type) {
+	case int:
+		ms = int64(v)
+	case int64:
+		ms = v
+	case float64:
+		ms = int64(v)
+	}
+	return strconv.FormatInt(max(1, (ms+999)/1000), 10)
+}
+
 // Bearer returns the token of an "Authorization: Bearer …" header, or "" when there is none.
 func Bearer(h http.Header) string {
 	scheme, tok, ok := strings.Cut(h.Get("Authorization"), " ")
@@ -94,14 +110,6 @@ func DecodeRequest(raw []byte, validate func(doc any) error, v any) (string, err
 		return rid, Invalid(err)
 	}
 	return rid, nil
-}
-
-// CheckSyntax refuses duplicate keys, non-finite or non-I-JSON numbers and excessive depth: INVALID_REQUEST.
-func CheckSyntax(raw []byte) error {
-	if err := strictjson.CheckSyntax(raw); err != nil {
-		return Invalid(err)
-	}
-	return nil
 }
 
 // Invalid maps a decoding or validation error to the public code: RESOURCE_LIMIT for a schema bound that

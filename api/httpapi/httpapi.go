@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -42,8 +41,6 @@ type Options struct {
 	Logger *slog.Logger
 	// IDs makes tracking request IDs for reads.
 	IDs port.IDSource
-	// Extra registers more routes on the same mux (e.g. MCP, feed.wait) before the catch-all.
-	Extra func(mux *http.ServeMux, a *API)
 	// BodyTimeout bounds reading a request body: the whole of a JSON body, and every window of an upload
 	// body (see MinUploadRate); 0 means DefaultBodyTimeout. A body not read in time is answered with
 	// INVALID_REQUEST and its connection closed.
@@ -68,11 +65,9 @@ type API struct {
 	inflight      atomic.Int64
 	shed          *shedlog.Reporter
 	admin         *adminauth.Verifier // nil: the control plane is disabled
-	schemas       *schemas.Registry
 	ops           *ops.Set
 	answer        boundary.Answerer
 	log           *slog.Logger
-	ids           port.IDSource
 	mux           *http.ServeMux
 	metrics       metrics.Recorder
 	opNames       map[string]string // route pattern → operation name
@@ -97,7 +92,7 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 			return nil, fmt.Errorf("httpapi: %w", err)
 		}
 	}
-	a := &API{svc: svc, schemas: set.Schemas(), ops: set, log: opts.Logger, ids: opts.IDs, mux: http.NewServeMux(),
+	a := &API{svc: svc, ops: set, log: opts.Logger, mux: http.NewServeMux(),
 		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics}
 	if a.metrics == nil {
 		a.metrics = metrics.Nop{}
@@ -126,12 +121,9 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.shed = shedlog.New(a.log, "max_inflight", a.maxInflight)
-	a.answer = boundary.Answerer{Log: a.log, IDs: a.ids}
+	a.answer = boundary.Answerer{Log: a.log, IDs: opts.IDs}
 	if err := a.routes(); err != nil {
 		return nil, err
-	}
-	if opts.Extra != nil {
-		opts.Extra(a.mux, a)
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such route: %s %s", echo.Clip(r.Method), echo.Clip(r.URL.Path)))
@@ -257,7 +249,7 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, op, requestID string
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
 	}
 	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
-		w.Header().Set("Retry-After", retryAfter(de))
+		w.Header().Set("Retry-After", boundary.RetryAfter(de))
 	}
 	writeJSON(w, de.Code.HTTPStatus(), env)
 }
@@ -291,7 +283,7 @@ func (a *API) Principal(r *http.Request) (*domain.Principal, error) { return a.p
 func (a *API) Service() *domain.Service { return a.svc }
 
 // Schemas returns the JSON Schemas the API validates with.
-func (a *API) Schemas() *schemas.Registry { return a.schemas }
+func (a *API) Schemas() *schemas.Registry { return a.ops.Schemas() }
 
 // Mount serves h at pattern (a net/http pattern, such as "POST /admin/v0/backup") beside the operations,
 // behind the same bounds, logs and metrics. It must be called before the API serves.
@@ -375,21 +367,6 @@ func checkPathIDs(r *http.Request) error {
 	return nil
 }
 
-// retryAfter is the Retry-After of a retryable error: its details.retry_after_ms rounded up to whole
-// seconds, at least 1.
-func retryAfter(de *domain.Error) string {
-	var ms int64
-	switch v := de.Details["retry_after_ms"].(type) {
-	case int:
-		ms = int64(v)
-	case int64:
-		ms = v
-	case float64:
-		ms = int64(v)
-	}
-	return strconv.FormatInt(max(1, (ms+999)/1000), 10)
-}
-
 // RefusedRequests returns how many requests were refused for MaxInflight since the start.
 func (a *API) RefusedRequests() int64 { return a.shed.Total() }
 
@@ -405,11 +382,13 @@ func Over(opts Options) func(p transport.Parts, mounts map[string]http.Handler) 
 	return func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 		o := opts
 		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops, o.Metrics = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops, p.Metrics
-		o.Extra = func(mux *http.ServeMux, _ *API) {
-			for path, h := range mounts {
-				mux.Handle(path, h)
-			}
+		a, err := New(p.Svc, o)
+		if err != nil {
+			return nil, err
 		}
-		return New(p.Svc, o)
+		for path, h := range mounts {
+			a.Mount(path, h)
+		}
+		return a, nil
 	}
 }

@@ -92,11 +92,11 @@ func (a *API) request(r *http.Request, o *ops.Op) (any, string, error) {
 }
 
 func (a *API) schemaList(w http.ResponseWriter, r *http.Request) {
-	a.ok(w, a.readID(), map[string]any{"version": schemas.Version, "names": a.schemas.Names()})
+	a.ok(w, a.readID(), map[string]any{"version": schemas.Version, "names": a.ops.Schemas().Names()})
 }
 
 func (a *API) schemaGet(w http.ResponseWriter, r *http.Request) {
-	raw, ok := a.schemas.Raw(r.PathValue("name"))
+	raw, ok := a.ops.Schemas().Raw(r.PathValue("name"))
 	if !ok {
 		a.fail(w, r, a.readID(), domain.Errorf(domain.CodeNotFound, "no such schema"))
 		return

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -154,13 +153,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // rateLimited answers 429 with Retry-After and the error envelope of RATE_LIMITED.
 func (h *Handler) rateLimited(w http.ResponseWriter, de *domain.Error) {
-	secs := int64(1)
-	if ms, ok := de.Details["retry_after_ms"].(int64); ok && ms > 1000 {
-		secs = (ms + 999) / 1000
-	}
 	body, _ := json.Marshal(boundary.Failure(h.answer.NewID(), de))
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	w.Header().Set("Retry-After", boundary.RetryAfter(de))
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write(body)
 }

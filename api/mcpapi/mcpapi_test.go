@@ -31,7 +31,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: adminSecret})
 	if err != nil {
 		t.Fatal(err)
 	}

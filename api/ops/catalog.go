@@ -28,18 +28,23 @@ func List() []*Op { return append(DataPlane(), adminOps()...) }
 // plane out of its binary: issue 17's size budget.) The status operations keep this order.
 func DataPlane() []*Op {
 	all := append(dataOps(), subscriptionOps()...)
-	var writes []string
-	for _, o := range all {
-		if o.Submission {
-			writes = append(writes, o.Name)
-		}
-	}
 	for _, o := range all {
 		if o.Name == "status" { // status takes exactly the write operations above
-			o.Args = object([]string{"operation", "request_id"}, props{"operation": enum(writes), "request_id": requestIDArg()})
+			o.Args = object([]string{"operation", "request_id"}, props{"operation": enum(submissions(all)), "request_id": requestIDArg()})
 		}
 	}
 	return all
+}
+
+// submissions are the names of the write operations of list (Op.Submission), in its order.
+func submissions(list []*Op) []string {
+	var names []string
+	for _, o := range list {
+		if o.Submission {
+			names = append(names, o.Name)
+		}
+	}
+	return names
 }
 
 // unsupportedNote ends the description of every webhook tool: the tools are always listed, so that a client

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -174,7 +175,7 @@ func (o *Op) Params(pathValue func(string) string, q url.Values) json.RawMessage
 	doc := map[string]any{}
 	inPath := o.PathParams()
 	for name, f := range o.fields {
-		if containsString(inPath, name) {
+		if slices.Contains(inPath, name) {
 			doc[name] = pathValue(name)
 			continue
 		}
@@ -189,15 +190,6 @@ func (o *Op) Params(pathValue func(string) string, q url.Values) json.RawMessage
 		panic(fmt.Sprintf("ops: encoding the parameters of %s: %v", o.Name, err))
 	}
 	return raw
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // typed converts a query value to the JSON type of a request member.
@@ -316,16 +308,8 @@ func (s *Set) ToolSchema(o *Op) (json.RawMessage, error) {
 }
 
 // HasBody reports whether the operation's HTTP request carries a JSON body: it names a Request schema and
-// its method is not GET (a DELETE may take one, as a revoke does).
+// its method is not GET (the revoke and rotate calls, POSTs, take an optional one).
 func (o *Op) HasBody() bool { return o.Request != "" && o.Method != http.MethodGet }
 
 // StatusOperations are the write operations whose submissions status reports, in [List] order.
-func StatusOperations() []string {
-	var names []string
-	for _, o := range DataPlane() {
-		if o.Submission {
-			names = append(names, o.Name)
-		}
-	}
-	return names
-}
+func StatusOperations() []string { return submissions(DataPlane()) }

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"net/url"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -14,10 +15,7 @@ import (
 // schemas, a domain call wherever one is needed, a request schema for every call.
 func TestDescriptorsAreComplete(t *testing.T) {
 	t.Parallel()
-	set, err := ops.NewSet(schemas.MustNew(), ops.List())
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := newSet(t)
 	reg := set.Schemas()
 	routes := map[string]bool{}
 	tools := map[string]bool{}
@@ -64,10 +62,7 @@ func TestStatusOperations(t *testing.T) {
 // tool receives as arguments, typed by the request, and the same schema accepts or refuses it.
 func TestQueryParametersAreCheckedLikeArguments(t *testing.T) {
 	t.Parallel()
-	set, err := ops.NewSet(schemas.MustNew(), ops.List())
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := newSet(t)
 	read := set.Op("memory.read")
 	path := func(string) string { return "c1" }
 	for _, tc := range []struct {
@@ -105,14 +100,17 @@ func TestQueryParametersAreCheckedLikeArguments(t *testing.T) {
 // TestPathParametersFillTheRequest: the body of a control-plane call and its path make one request.
 func TestPathParametersFillTheRequest(t *testing.T) {
 	t.Parallel()
-	set, err := ops.NewSet(schemas.MustNew(), ops.List())
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := newSet(t)
 	o := set.Op("admin.token.rotate")
-	_, rid, err := set.Decode(o, []byte(`{"request_id":"r-1"}`), false, func(n string) string { return n + "-value" })
+	req, rid, err := set.Decode(o, []byte(`{"request_id":"r-1"}`), false, func(n string) string { return n + "-value" })
 	if err != nil || rid != "r-1" || !o.EchoesRequestID() {
 		t.Fatalf("Decode = %q, %v (echoes %v)", rid, err, o.EchoesRequestID())
+	}
+	v := reflect.ValueOf(req).Elem()
+	for member, want := range map[string]string{"SpaceID": "space_id-value", "TokenID": "token_id-value", "RequestID": "r-1"} {
+		if got := v.FieldByName(member).String(); got != want {
+			t.Errorf("the decoded request's %s is %q, want %q", member, got, want)
+		}
 	}
 	if _, _, err := set.Decode(o, []byte(`{"request_id":"r-1","space_id":"s"}`), false, nil); domain.CodeOf(err) != domain.CodeInvalidRequest {
 		t.Errorf("a path parameter in the body: %v, want INVALID_REQUEST", err)
@@ -124,10 +122,7 @@ func TestPathParametersFillTheRequest(t *testing.T) {
 // whose request_id is not valid, names none.
 func TestDecodeFindsTheRequestID(t *testing.T) {
 	t.Parallel()
-	set, err := ops.NewSet(schemas.MustNew(), ops.List())
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := newSet(t)
 	send := set.Op("message.send")
 	for _, tc := range []struct {
 		doc, rid string
@@ -147,4 +142,14 @@ func TestDecodeFindsTheRequestID(t *testing.T) {
 			t.Errorf("%s: request_id %q, %v; want %q, %q", tc.doc, rid, err, tc.rid, tc.code)
 		}
 	}
+}
+
+// newSet compiles every operation against the published schemas.
+func newSet(t *testing.T) *ops.Set {
+	t.Helper()
+	set, err := ops.NewSet(schemas.MustNew(), ops.List())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -51,10 +51,12 @@ type Options struct {
 	MCP func(p Parts) (http.Handler, error)
 	// Ops are the operations served: ops.List, or ops.DataPlane where the control plane is not (the MCP
 	// function: it keeps the control plane's descriptors out of its binary).
-	Ops         []*ops.Op
+	Ops []*ops.Op
+	// AdminSecret authenticates the control plane (Parts.AdminSecret); "" disables it.
 	AdminSecret string
 	// Logger receives the transports' logs; nil discards them.
-	Logger  *slog.Logger
+	Logger *slog.Logger
+	// Version is published as the MCP server implementation version (Parts.Version).
 	Version string
 	// Metrics receives every operation's latency and outcome; nil records nothing.
 	Metrics metrics.Recorder
