@@ -178,7 +178,7 @@ func (s *ItemStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 		hook(tx)
 	}
 	if r.roll(planCommit) {
-		if !r.roll(planLost) {
+		if !r.draw(planLost, false) {
 			return 0, randomErr("commit before apply")
 		}
 		if first, err := s.inner.Commit(ctx, tx); err != nil {
