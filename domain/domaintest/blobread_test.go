@@ -2,31 +2,11 @@ package domaintest_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 	"testing"
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 )
-
-func sealedBlob(t *testing.T, f *domaintest.Fixture, p *domain.Principal, text string) string {
-	t.Helper()
-	ctx := context.Background()
-	sum := sha256.Sum256([]byte(text))
-	prep, err := f.Svc.PrepareBlob(ctx, p, domain.BlobPrepareRequest{RequestID: f.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Svc.Upload(ctx, p, prep.UploadID, "text/plain", int64(len(text)), strings.NewReader(text)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Svc.CommitBlob(ctx, p, domain.BlobCommitRequest{RequestID: f.RID("bc"), UploadID: prep.UploadID}); err != nil {
-		t.Fatal(err)
-	}
-	return prep.BlobID
-}
 
 // TestBlobReadableThroughOlderRevisionsAndBySource: a reader of a collection can fetch the blob of an item
 // replaced in a later revision, and the collection's source actor can fetch blobs that a writer with a
@@ -49,7 +29,7 @@ func TestBlobReadableThroughOlderRevisionsAndBySource(t *testing.T) {
 		}
 	}
 	writerP, readerP := f.Principal(writer.Token), f.Principal(reader.Token)
-	v1, v2 := sealedBlob(t, f, writerP, "version one"), sealedBlob(t, f, writerP, "version two")
+	v1, v2 := f.TextBlob(writerP, "version one", true, true), f.TextBlob(writerP, "version two", true, true)
 	for rev, blob := range []string{v1, v2} {
 		exp := int64(rev)
 		if _, err := f.Svc.PublishMemory(ctx, writerP, coll.CollectionID, domain.MemoryPublishRequest{RequestID: f.RID("pub"), ExpectedRevision: &exp,

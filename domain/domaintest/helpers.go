@@ -2,8 +2,11 @@ package domaintest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waypost/waypost/domain"
@@ -107,6 +110,28 @@ func (c *Client) Send(p *domain.Principal, text string, to ...string) domain.Sen
 	c.T.Helper()
 	return mustDo[domain.SendResult](c.T, "SendMessage")(c.Svc.SendMessage(c.Ctx, p, domain.SendRequest{
 		RequestID: c.RID("send"), RecipientIDs: to, Subject: "s", Body: &domain.MessageBody{Text: text}}))
+}
+
+// PrepareText prepares a text/plain blob of text (blob.prepare) and fails on error.
+func (c *Client) PrepareText(p *domain.Principal, text string) domain.BlobPrepareResult {
+	c.T.Helper()
+	sum := sha256.Sum256([]byte(text))
+	return mustDo[domain.BlobPrepareResult](c.T, "PrepareBlob")(c.Svc.PrepareBlob(c.Ctx, p, domain.BlobPrepareRequest{
+		RequestID: c.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}))
+}
+
+// TextBlob prepares a text/plain blob of text and, as asked, uploads and seals it (blob.commit); it returns
+// the blob's ID and fails on error.
+func (c *Client) TextBlob(p *domain.Principal, text string, upload, seal bool) string {
+	c.T.Helper()
+	prep := c.PrepareText(p, text)
+	if upload {
+		mustDo[domain.UploadResult](c.T, "Upload")(c.Svc.Upload(c.Ctx, p, prep.UploadID, "text/plain", int64(len(text)), strings.NewReader(text)))
+	}
+	if seal {
+		mustDo[domain.BlobInfo](c.T, "CommitBlob")(c.Svc.CommitBlob(c.Ctx, p, domain.BlobCommitRequest{RequestID: c.RID("bc"), UploadID: prep.UploadID}))
+	}
+	return prep.BlobID
 }
 
 // Read reads one page and fails on error.

@@ -48,32 +48,14 @@ const opInlineMax = 64
 
 func newOpEnv(t *testing.T, nb NewBackend) *opEnv {
 	e := &opEnv{rec: NewRecorder(), ctx: context.Background()}
-	f := New(t, func(t testing.TB) Backend {
-		b := e.rec.Wrap(nb(t))
-		e.store, e.blobs = faulty.NewItemStore(b.Store), faulty.NewBlobStore(b.Blobs)
-		return Backend{Store: e.store, Blobs: e.blobs}
-	}, func(c *domain.Config) { c.InlineBodyMax = opInlineMax })
+	recorded := func(t testing.TB) Backend { return e.rec.Wrap(nb(t)) }
+	f := New(t, Faulty(recorded, &e.store, &e.blobs), func(c *domain.Config) { c.InlineBodyMax = opInlineMax })
 	e.Client = f.With(t)
 	return e
 }
 
 // longText is a body that goes through the blob store.
 func longText(tag string) string { return tag + ": " + strings.Repeat("long body ", 12) }
-
-// blob prepares a blob of text and, as asked, uploads and seals it; it returns its ID.
-func (e *opEnv) blob(p *domain.Principal, text string, upload, seal bool) string {
-	e.T.Helper()
-	sum := sha256.Sum256([]byte(text))
-	prep := mustDo[domain.BlobPrepareResult](e.T, "PrepareBlob")(e.Svc.PrepareBlob(e.ctx, p, domain.BlobPrepareRequest{
-		RequestID: e.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}))
-	if upload {
-		mustDo[domain.UploadResult](e.T, "Upload")(e.Svc.Upload(e.ctx, p, prep.UploadID, "text/plain", int64(len(text)), strings.NewReader(text)))
-	}
-	if seal {
-		mustDo[domain.BlobInfo](e.T, "CommitBlob")(e.Svc.CommitBlob(e.ctx, p, domain.BlobCommitRequest{RequestID: e.RID("bc"), UploadID: prep.UploadID}))
-	}
-	return prep.BlobID
-}
 
 func (e *opEnv) sendReq(p *domain.Principal, req domain.SendRequest) domain.SendResult {
 	e.T.Helper()
@@ -122,10 +104,10 @@ func opStatsScenario(t *testing.T, nb NewBackend) {
 		e.Send(a.P, fmt.Sprintf("short %d", i), b.ActorID)
 	}
 	e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: longText("m4")}})
-	attached := e.blob(a.P, "attached bytes", true, true)
-	unreferenced := e.blob(a.P, "unreferenced bytes", true, true)
-	e.blob(a.P, "never uploaded", false, false)
-	e.blob(a.P, "uploaded, not sealed", true, false)
+	attached := e.TextBlob(a.P, "attached bytes", true, true)
+	unreferenced := e.TextBlob(a.P, "unreferenced bytes", true, true)
+	e.TextBlob(a.P, "never uploaded", false, false)
+	e.TextBlob(a.P, "uploaded, not sealed", true, false)
 	e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "see attachment"},
 		AttachmentIDs: []string{attached}})
 	e.failedSends(a.P, b.ActorID)
@@ -222,9 +204,9 @@ func opVerifyMissingBlob(t *testing.T, nb NewBackend) {
 	e := newOpEnv(t, nb)
 	sp := e.Space().SpaceID
 	a, b := e.Party(sp), e.Party(sp)
-	doomed := e.blob(a.P, "doomed bytes", true, true)
-	kept := e.blob(a.P, "kept bytes", true, true)
-	e.blob(a.P, `{"items":[],"delete_ids":[]}`, true, true) // a manifest: a sealed blob no message names
+	doomed := e.TextBlob(a.P, "doomed bytes", true, true)
+	kept := e.TextBlob(a.P, "kept bytes", true, true)
+	e.TextBlob(a.P, `{"items":[],"delete_ids":[]}`, true, true) // a manifest: a sealed blob no message names
 	withDoomed := e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "x"}, AttachmentIDs: []string{doomed, kept}})
 	e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "y"}, AttachmentIDs: []string{kept}})
 	e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: longText("body object")}})
@@ -235,7 +217,7 @@ func opVerifyMissingBlob(t *testing.T, nb NewBackend) {
 	mustDo[domain.MemoryPublishResult](t, "publish")(e.publish(a.P, coll, 2, domain.MemoryItemInput{ItemID: "d1", BlobID: kept, Path: "d1"}))
 	other := e.Space().SpaceID // another space, untouched
 	o := e.Party(other)
-	e.sendReq(o.P, domain.SendRequest{Body: &domain.MessageBody{Text: "elsewhere"}, AttachmentIDs: []string{e.blob(o.P, "other bytes", true, true)}})
+	e.sendReq(o.P, domain.SendRequest{Body: &domain.MessageBody{Text: "elsewhere"}, AttachmentIDs: []string{e.TextBlob(o.P, "other bytes", true, true)}})
 
 	var clean []domain.VerifyFinding
 	rep, err := e.Svc.Verify(e.ctx, domain.VerifyOptions{}, func(f domain.VerifyFinding) { clean = append(clean, f) })
@@ -277,7 +259,7 @@ func opVerifyCorrupt(t *testing.T, nb NewBackend) {
 	inline := e.Send(a.P, "inline body", b.ActorID)
 	external := e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: longText("external")}})
 	coll := e.collection(sp, a.ActorID)
-	mustDo[domain.MemoryPublishResult](t, "publish")(e.publish(a.P, coll, 0, domain.MemoryItemInput{ItemID: "i", BlobID: e.blob(a.P, "v", true, true), Path: "i"}))
+	mustDo[domain.MemoryPublishResult](t, "publish")(e.publish(a.P, coll, 0, domain.MemoryItemInput{ItemID: "i", BlobID: e.TextBlob(a.P, "v", true, true), Path: "i"}))
 	// Tamper below the service: rewrite the inline body, replace the body object, remove the state object.
 	msgKey := port.Key{PK: "MS#" + sp + "#" + inline.MessageID, SK: "MSG"}
 	it, found, err := e.store.Get(e.ctx, msgKey)
@@ -330,11 +312,11 @@ func opDeleteSpace(t *testing.T, nb NewBackend) {
 	a, b := e.Party(sp), e.Party(sp)
 	keep := e.Space().SpaceID
 	k := e.Party(keep)
-	e.sendReq(k.P, domain.SendRequest{Body: &domain.MessageBody{Text: longText("kept")}, AttachmentIDs: []string{e.blob(k.P, "kept bytes", true, true)}})
+	e.sendReq(k.P, domain.SendRequest{Body: &domain.MessageBody{Text: longText("kept")}, AttachmentIDs: []string{e.TextBlob(k.P, "kept bytes", true, true)}})
 	// Content of every kind in the doomed space.
-	att := e.blob(a.P, "attachment", true, true)
-	e.blob(a.P, "pending", false, false)
-	e.blob(a.P, "uploaded", true, false)
+	att := e.TextBlob(a.P, "attachment", true, true)
+	e.TextBlob(a.P, "pending", false, false)
+	e.TextBlob(a.P, "uploaded", true, false)
 	first := e.sendReq(a.P, domain.SendRequest{RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: longText("first")}, AttachmentIDs: []string{att}})
 	e.sendReq(b.P, domain.SendRequest{RecipientIDs: []string{a.ActorID}, InReplyTo: &first.MessageID, Body: &domain.MessageBody{Text: "reply"}})
 	for i := range 12 {
@@ -477,8 +459,7 @@ func opDeleteOutlivesUploadURLs(t *testing.T, nb NewBackend) {
 	a := c.Party(sp)
 	text := "late bytes"
 	sum := sha256.Sum256([]byte(text))
-	prep := mustDo[domain.BlobPrepareResult](t, "PrepareBlob")(f.Svc.PrepareBlob(ctx, a.P, domain.BlobPrepareRequest{
-		RequestID: c.RID("bp"), ContentType: "text/plain", SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}))
+	prep := c.PrepareText(a.P, text)
 	if !strings.HasPrefix(prep.UploadURL, "http") {
 		t.Fatalf("no presigned upload URL: %s", prep.UploadURL)
 	}
@@ -571,7 +552,7 @@ func opDeleteUnderWrites(t *testing.T, nb NewBackend) {
 	e := newOpEnv(t, nb)
 	sp := e.Space().SpaceID
 	a, b := e.Party(sp), e.Party(sp)
-	att := e.blob(a.P, "attached", true, true)
+	att := e.TextBlob(a.P, "attached", true, true)
 	var stop atomic.Bool
 	var answered atomic.Int64 // sends begun after the DELETE answered that succeeded
 	var deleted atomic.Bool
@@ -687,7 +668,7 @@ func opQuotas(t *testing.T, nb NewBackend) {
 
 	// Items: at the limit, sends and memory revisions are refused.
 	coll := e.collection(sp, a.ActorID)
-	att := e.blob(a.P, "kept", true, true)
+	att := e.TextBlob(a.P, "kept", true, true)
 	u3 := *space().Usage
 	setQuotas(domain.DefaultSpaceMaxStoredBytes, u3.Items)
 	_, err = e.Svc.SendMessage(e.ctx, p, domain.SendRequest{RequestID: "items", RecipientIDs: []string{b.ActorID}, Body: &domain.MessageBody{Text: "x"}})

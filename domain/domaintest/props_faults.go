@@ -22,12 +22,6 @@ func Faulty(nb NewBackend, items **faulty.ItemStore, blobs **faulty.BlobStore) N
 	}
 }
 
-// withFaultyBlobs wraps the blob store of the backend nb makes with store/faulty, so that a check can fail
-// a chosen blob put (*blobs is set when the fixture builds its backend).
-func withFaultyBlobs(nb NewBackend, blobs **faulty.BlobStore) NewBackend {
-	return Faulty(nb, nil, blobs)
-}
-
 // withRandomFaults wraps the backend nb makes with store/faulty, failing calls at random as r says.
 func withRandomFaults(nb NewBackend, r *faulty.Random) NewBackend {
 	return func(t testing.TB) Backend {

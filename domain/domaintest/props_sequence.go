@@ -27,7 +27,7 @@ import (
 // later with a lower number.
 func propP05(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	f := newPropFixture(t, withFaultyBlobs(nb, &blobs))
+	f := newPropFixture(t, Faulty(nb, nil, &blobs))
 	rapid.Check(t, func(rt *rapid.T) {
 		c := f.With(rt)
 		ctx := context.Background()

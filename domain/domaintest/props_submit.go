@@ -329,7 +329,7 @@ func mMutate(t *rapid.T, req domain.SendRequest, md mMetadata, defaultRcpt strin
 // changes no receipt.
 func propP02(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	f := newPropFixture(t, withFaultyBlobs(nb, &blobs))
+	f := newPropFixture(t, Faulty(nb, nil, &blobs))
 	rapid.Check(t, func(rt *rapid.T) {
 		c := f.With(rt)
 		ctx := context.Background()

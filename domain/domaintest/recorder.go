@@ -1,9 +1,11 @@
 package domaintest
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +38,7 @@ func (r *Recorder) Wrap(b Backend) Backend {
 	return Backend{Store: store, Blobs: blobs}
 }
 
-// Keys returns the item keys put so far, in no particular order.
+// Keys returns the item keys put so far, sorted by partition and sort key.
 func (r *Recorder) Keys() []port.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -45,10 +47,7 @@ func (r *Recorder) Keys() []port.Key {
 		out = append(out, k)
 	}
 	slices.SortFunc(out, func(a, b port.Key) int {
-		if a.PK != b.PK {
-			return compareStrings(a.PK, b.PK)
-		}
-		return compareStrings(a.SK, b.SK)
+		return cmp.Or(strings.Compare(a.PK, b.PK), strings.Compare(a.SK, b.SK))
 	})
 	return out
 }
@@ -63,16 +62,6 @@ func (r *Recorder) Objects() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 type recordingStore struct {

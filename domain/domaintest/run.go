@@ -25,9 +25,9 @@ type Features struct {
 // RunAll runs every domain suite against the backend nb makes, as subtests: the SUPPLEMENT §15 properties
 // (RunProperties), the memory and blob properties (RunMemoryProperties), the webhook properties
 // (RunWebhookProperties), the §7.4 failure matrix (RunFailureMatrix) and the owner's operations (stats,
-// verify, space deletion, quotas: RunOperations). The suites run one after the
-// other (each may set its own rapid check count); within a suite, the properties and scenarios are
-// independent — each makes its own backend — and run in parallel.
+// verify, space deletion, quotas: RunOperations). The suites run one after the other (each may set its own
+// rapid check count); within a suite, the properties and scenarios are independent — each makes its own
+// backend — and, but for the operations, which run one at a time, run in parallel.
 func RunAll(t *testing.T, nb NewBackend, f Features) {
 	t.Run("Properties", func(t *testing.T) {
 		LimitRapidChecks(t, f.PropertyChecks)

@@ -2,8 +2,6 @@ package domaintest_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"testing"
@@ -59,17 +57,6 @@ func moveToUnsharded(t *testing.T, st port.ItemStore, base string) int {
 	return n
 }
 
-func prepareUpload(t *testing.T, f *domaintest.Fixture, p *domain.Principal, text string) domain.BlobPrepareResult {
-	t.Helper()
-	sum := sha256.Sum256([]byte(text))
-	prep, err := f.Svc.PrepareBlob(context.Background(), p, domain.BlobPrepareRequest{RequestID: f.RID("bp"), ContentType: "text/plain",
-		SizeBytes: int64(len(text)), SHA256: hex.EncodeToString(sum[:])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return prep
-}
-
 // TestIndexesAreSharded: upload expiries, delivery due entries and dispatch positions are spread over the
 // shards of their index (none is one partition for the whole deployment), and sweeping works through all
 // of them.
@@ -83,7 +70,7 @@ func TestIndexesAreSharded(t *testing.T) {
 		url := "https://hooks.example.com/" + sp.SpaceID
 		h.upsert(t, b.P, h.req(b.ConsumerID, url, 0))
 		h.fake.Default(url, domaintest.WebhookAnswer{Status: http.StatusServiceUnavailable})
-		prepareUpload(t, f, a.P, "never uploaded "+sp.SpaceID)
+		f.PrepareText(a.P, "never uploaded "+sp.SpaceID)
 		f.Send(a.P, "hello", b.ActorID)
 	}
 	st := f.Backend.Store
@@ -127,7 +114,7 @@ func TestUnshardedIndexesStillWorked(t *testing.T) {
 	st := f.Backend.Store
 	url := "https://hooks.example.com/legacy"
 	a, b := h.subscribed(t, url, http.StatusNoContent)
-	prep := prepareUpload(t, f, a.P, "never uploaded")
+	prep := f.PrepareText(a.P, "never uploaded")
 	if moveToUnsharded(t, st, "UX") != 1 || moveToUnsharded(t, st, "WD") != 1 {
 		t.Fatal("nothing to move")
 	}

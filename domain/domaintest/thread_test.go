@@ -36,7 +36,7 @@ func TestThreadCreationRace(t *testing.T) {
 			arrived.Add(n)
 			var first atomic.Int32
 			store.SetBeforeCommit(func(tx port.Tx) {
-				if tx.Counter != nil && first.Add(1) <= n {
+				if tx.Seq != nil && first.Add(1) <= n { // the publish transaction
 					arrived.Done()
 					arrived.Wait()
 				}

@@ -42,12 +42,25 @@ type dropNotifier struct{}
 
 func (dropNotifier) Notify(context.Context, []port.Published) {}
 
+// liveFixture is a service over the in-memory store whose feed.waits are woken by the announcements of a
+// live feed with limits (lose: every announcement is lost).
 func liveFixture(t *testing.T, limits channel.Limits, lose bool) *domaintest.Fixture {
+	return feedFixture(t, mem.New(), limits, nil, lose)
+}
+
+// feedFixture is liveFixture over st, with the live feed's watcher wrapped by watcher (nil: as it is).
+func feedFixture(t *testing.T, st port.ItemStore, limits channel.Limits, watcher func(port.FeedWatcher) port.FeedWatcher, lose bool) *domaintest.Fixture {
 	feed := livefeed.New(&hubs{limits: limits}, nil)
-	return domaintest.New(t, domaintest.MemBackend, func(c *domain.Config) {
+	var w port.FeedWatcher = feed
+	if watcher != nil {
+		w = watcher(feed)
+	}
+	return domaintest.New(t, func(t testing.TB) domaintest.Backend {
+		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
+	}, func(c *domain.Config) {
 		c.Clock = platform.Clock{} // feed.wait measures real time
 		c.InlineBodyMax = 1 << 16  // one commit per send (the embedded path)
-		c.Watcher, c.Notifier = feed, feed
+		c.Watcher, c.Notifier = w, feed
 		if lose {
 			c.Notifier = dropNotifier{}
 		}
@@ -202,14 +215,14 @@ func replayWindow(t *testing.T, seed uint64, limits channel.Limits, lose bool) {
 	}
 }
 
-// capFixture is a service whose feed.waits poll the durable feed (as the MCP function's) and whose space
-// holds at most n waits at once; its store can lose writes on demand.
-func capFixture(t *testing.T, n int) (*domaintest.Fixture, *faulty.ItemStore) {
+// capFixture is a service on clock whose feed.waits poll the durable feed every interval (as the MCP
+// function's) and whose space holds at most n waits at once; its store can fail writes on demand.
+func capFixture(t *testing.T, clock port.Clock, interval time.Duration, n int) (*domaintest.Fixture, *faulty.ItemStore) {
 	t.Helper()
 	var items *faulty.ItemStore
 	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
-		c.Clock = platform.Clock{}
-		c.Watcher = livefeed.Poller{Interval: 20 * time.Millisecond}
+		c.Clock = clock
+		c.Watcher = livefeed.Poller{Interval: interval}
 		c.WaitsPerSpace = n
 	})
 	return f, items
@@ -219,7 +232,7 @@ func capFixture(t *testing.T, n int) (*domaintest.Fixture, *faulty.ItemStore) {
 // RATE_LIMITED at once without waiting, another space is not affected, and a slot is free again as soon as
 // a wait ends.
 func TestFeedWaitPerSpaceCap(t *testing.T) {
-	f, _ := capFixture(t, 2)
+	f, _ := capFixture(t, platform.Clock{}, 20*time.Millisecond, 2)
 	sp, other := f.Space(), f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	c := f.Party(other.SpaceID)
@@ -281,12 +294,7 @@ func TestFeedWaitPerSpaceCap(t *testing.T) {
 // deadline plus a slack, never earlier.
 func TestFeedWaitSlotOfADeadHolder(t *testing.T) {
 	clock := domaintest.NewClock()
-	var items *faulty.ItemStore
-	f := domaintest.New(t, domaintest.Faulty(domaintest.MemBackend, &items, nil), func(c *domain.Config) {
-		c.Clock = clock
-		c.Watcher = livefeed.Poller{Interval: 5 * time.Millisecond}
-		c.WaitsPerSpace = 1
-	})
+	f, items := capFixture(t, clock, 5*time.Millisecond, 1)
 	sp := f.Space()
 	b := f.Party(sp.SpaceID)
 	ctx := context.Background()
@@ -332,26 +340,12 @@ func (s *heldHead) Head(ctx context.Context, seq port.Sequence) (uint64, error) 
 	return h, err
 }
 
-func gapFixture(t *testing.T, st port.ItemStore, watcher func(port.FeedWatcher) port.FeedWatcher, lose bool) *domaintest.Fixture {
-	feed := livefeed.New(&hubs{}, nil)
-	return domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
-	}, func(c *domain.Config) {
-		c.Clock = platform.Clock{}
-		c.InlineBodyMax = 1 << 16
-		c.Watcher, c.Notifier = watcher(feed), feed
-		if lose {
-			c.Notifier = dropNotifier{}
-		}
-	})
-}
-
 // TestFeedWaitRereadsWhileAnnouncedItemAboveHead: an item is announced while the head is held below it (a
 // lower slot unresolved). The waiter must not return it past the head, nor sleep until its timeout: it
 // re-reads, and returns the item once the head passes it, without a further announcement.
 func TestFeedWaitRereadsWhileAnnouncedItemAboveHead(t *testing.T) {
 	st := &heldHead{ItemStore: mem.New()}
-	f := gapFixture(t, st, func(w port.FeedWatcher) port.FeedWatcher { return w }, false)
+	f := feedFixture(t, st, channel.Limits{}, nil, false)
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
 	st.hold(0)
@@ -388,7 +382,7 @@ func TestFeedWaitRereadsWhileAnnouncedItemAboveHead(t *testing.T) {
 // a waiter over livefeed.Fallback still returns a new item within the fallback interval, not at its
 // timeout.
 func TestFeedWaitFallsBackToDurableFeed(t *testing.T) {
-	f := gapFixture(t, mem.New(), func(w port.FeedWatcher) port.FeedWatcher {
+	f := feedFixture(t, mem.New(), channel.Limits{}, func(w port.FeedWatcher) port.FeedWatcher {
 		return livefeed.Fallback{Watcher: w, Interval: 100 * time.Millisecond}
 	}, true)
 	if took := waitForLateSend(t, f, 60000, "not announced"); took > 30*time.Second {

@@ -153,12 +153,12 @@ func (s *ItemStore) Query(ctx context.Context, q port.Query) ([]port.Item, error
 	return s.inner.Query(ctx, q)
 }
 
-// Head reads through the inner store; no fault is injected on it.
 // DropSequence passes through to the inner store.
 func (s *ItemStore) DropSequence(ctx context.Context, seq port.Sequence, limit int) (int, error) {
 	return s.inner.DropSequence(ctx, seq, limit)
 }
 
+// Head reads through the inner store; no fault is injected on it.
 func (s *ItemStore) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	return s.inner.Head(ctx, seq)
 }
@@ -178,7 +178,7 @@ func (s *ItemStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 		hook(tx)
 	}
 	if r.roll(planCommit) {
-		if !r.roll(planLost) {
+		if !r.draw(planLost, false) {
 			return 0, randomErr("commit before apply")
 		}
 		if first, err := s.inner.Commit(ctx, tx); err != nil {

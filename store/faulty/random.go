@@ -56,8 +56,12 @@ func (r *Random) Counts() (injected, lost int) {
 	return r.injected, r.lost
 }
 
-// roll decides one call: whether it fails, with the chance the plan's field pick gives.
-func (r *Random) roll(pick func(Plan) float64) bool {
+// roll decides one call: whether it fails (an injected fault), with the chance the plan's field pick gives.
+func (r *Random) roll(pick func(Plan) float64) bool { return r.draw(pick, true) }
+
+// draw says yes with the chance the plan's field pick gives, counting a yes as an injected fault when count
+// is set (how a failing commit fails is part of the one fault its roll counted).
+func (r *Random) draw(pick func(Plan) float64, count bool) bool {
 	if r == nil {
 		return false
 	}
@@ -69,7 +73,9 @@ func (r *Random) roll(pick func(Plan) float64) bool {
 	if p := pick(r.plan); p <= 0 || r.rng.Float64() >= p {
 		return false
 	}
-	r.injected++
+	if count {
+		r.injected++
+	}
 	return true
 }
 

@@ -21,7 +21,7 @@
 //  7. applies puts and deletes, then the counter update.
 //
 // Items are deep-copied on the way in; Query hands out items the caller owns. If a View write fails in
-// step 6, Commit returns the error and the adapter must discard the writes already made (roll back).
+// step 7, Commit returns the error and the adapter must discard the writes already made (roll back).
 package kv
 
 import (

@@ -70,11 +70,11 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	return items, nil
 }
 
-// Head returns the visible head of a sequence: its counter, which the store allocates inside the transaction
-// that writes the slots (see kv.Head).
 // DropSequence removes nothing: the counter is an ordinary item and every slot a visible one.
 func (s *Store) DropSequence(context.Context, port.Sequence, int) (int, error) { return 0, nil }
 
+// Head returns the visible head of a sequence: its counter, which the store allocates inside the transaction
+// that writes the slots (see kv.Head).
 func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("mem: head: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -243,8 +242,8 @@ func testSeqConcurrent(t *testing.T, s port.ItemStore) {
 	}
 	var seen []uint64
 	for _, it := range slots {
-		v, err := strconv.ParseUint(it.SK, 10, 64)
-		if err != nil || port.SlotSK(v) != it.SK {
+		v, ok := port.ParseSlotSK(it.SK)
+		if !ok {
 			t.Fatalf("slot key %q", it.SK)
 		}
 		if owner[v] != string(it.Data) {
