@@ -291,7 +291,6 @@ func (s *Server) Service() *domain.Service { return s.svc }
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }
 
-// Listen binds the configured address.
 // Listen binds the configured address, under the connection bound: Config.MaxConnections lowered to
 // fit the process's descriptor limit, which Listen first raises to its hard limit where allowed.
 func (s *Server) Listen() error {
