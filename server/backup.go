@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/store/fsblob"
 )
 
 // Backup and restore of the embedded deployment (RFC §19.2: metadata and blobs backed up together, and a
@@ -74,7 +75,7 @@ func (s *Server) Backup(ctx context.Context, dir string) (BackupResult, error) {
 		return res, fmt.Errorf("server: backup: %w", err)
 	}
 	for _, name := range secretFiles {
-		if err := copyFile(filepath.Join(s.cfg.DataDir, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := copyFile(filepath.Join(s.cfg.DataDir, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return res, fmt.Errorf("server: backup: %w", err)
 		}
 	}
@@ -136,10 +137,10 @@ func copyTree(ctx context.Context, src, dst string) (files, size int64, err erro
 		case d.IsDir():
 			dirs = append(dirs, target)
 			return os.MkdirAll(target, 0o700)
-		case !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".tmp"):
+		case !d.Type().IsRegular() || fsblob.IsTemporary(d.Name()):
 			return nil
 		}
-		n, err := copyFileSize(path, target)
+		n, err := copyFile(path, target)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed since the walk listed it: an expired upload's bytes, never referenced
 		}
@@ -157,13 +158,8 @@ func copyTree(ctx context.Context, src, dst string) (files, size int64, err erro
 	return files, size, nil
 }
 
-func copyFile(src, dst string) error {
-	_, err := copyFileSize(src, dst)
-	return err
-}
-
-// copyFileSize copies src to a new file dst (mode 0600), synced, and returns its size.
-func copyFileSize(src, dst string) (int64, error) {
+// copyFile copies src to a new file dst (mode 0600), synced, and returns its size.
+func copyFile(src, dst string) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -181,15 +177,6 @@ func copyFileSize(src, dst string) (int64, error) {
 		err = cerr
 	}
 	return n, err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // ErrUnreadableRestore reports a restored backup whose verification found unreadable resources.

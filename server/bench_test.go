@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/cputime"
 	"github.com/waypost/waypost/server"
 )
 
@@ -134,7 +135,7 @@ func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) erro
 	var failures atomic.Int64
 	var firstErr atomic.Value
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), cputime.Self()
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
@@ -155,7 +156,7 @@ func runConcurrent(b *testing.B, n int, unit string, op func(worker, i int) erro
 		}()
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), cputime.Self()-cpu0
 	b.StopTimer()
 	if f := failures.Load(); f > 0 {
 		b.Fatalf("%d of %d operations failed, first: %v", f, b.N, firstErr.Load())
@@ -285,7 +286,7 @@ func BenchmarkInboxReadAck(b *testing.B) {
 			b.FailNow()
 		}
 		b.StartTimer()
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0 := time.Now(), cputime.Self()
 		items := 0
 		var cursor *string
 		for n := 0; items < b.N; n++ {
@@ -313,7 +314,7 @@ func BenchmarkInboxReadAck(b *testing.B) {
 			items += len(pg.Items)
 			cursor = &pg.NextCursor
 		}
-		elapsed, cpu := time.Since(start), processCPU()-cpu0
+		elapsed, cpu := time.Since(start), cputime.Self()-cpu0
 		b.ReportMetric(float64(items)/elapsed.Seconds(), "items/s")
 		b.ReportMetric(float64(cpu)/float64(items)/1e3, "cpu-µs/item")
 	})

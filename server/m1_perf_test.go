@@ -24,6 +24,7 @@ import (
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/cputime"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/server"
 	"github.com/waypost/waypost/store/fsblob"
@@ -274,7 +275,7 @@ func BenchmarkUpload(b *testing.B) {
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := range b.N {
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0 := time.Now(), cputime.Self()
 		prep, err := cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: fmt.Sprintf("bench-prep-%d", i), ContentType: "application/octet-stream",
 			SizeBytes: size, SHA256: sum, Filename: fmt.Sprintf("upload-%d.bin", i)})
 		if err != nil {
@@ -293,7 +294,7 @@ func BenchmarkUpload(b *testing.B) {
 			b.Fatal(err)
 		}
 		wall += time.Since(start)
-		cpu += processCPU() - cpu0
+		cpu += cputime.Self() - cpu0
 	}
 	b.StopTimer()
 	up := mbps(size*int64(b.N), wall)

@@ -116,7 +116,7 @@ type Server struct {
 }
 
 // Open opens (creating on first start) the data directory and builds the service, without listening.
-func Open(cfg Config) (*Server, error) {
+func Open(cfg Config) (_ *Server, err error) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:8787"
 	}
@@ -172,16 +172,19 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: opening store: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
 	items := metrics.Store(st, rec)
 	blobs, err := fsblob.New(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
 	}
 	// The store's file lock makes this process the only user of the data directory: every temporary
 	// blob file left now belongs to a put a crash (kill -9) interrupted.
 	if n, err := blobs.RemoveTemporaries(context.Background(), 0); err != nil {
-		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	} else if n > 0 {
 		cfg.Logger.Info("removed temporary blob files left by an interrupted upload", "count", n)
@@ -195,12 +198,10 @@ func Open(cfg Config) (*Server, error) {
 	// The channel service runs in-process: one hub per space carries feed announcements to feed.wait.
 	internalSecret, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "channel-secret"), "wpc_")
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	channels, err := chanservice.New(internalSecret, channel.Limits{}, cfg.Logger)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("server: channel service: %w", err)
 	}
 	// feed.wait waiters are multiplexed: one channel subscription per space, fanned out to every waiter.
@@ -217,7 +218,6 @@ func Open(cfg Config) (*Server, error) {
 		snd, err := sender.New(sender.Options{Dial: dial.Options{AllowHTTP: cfg.Webhooks.AllowLoopback,
 			AllowLoopback: cfg.Webhooks.AllowLoopback}})
 		if err != nil {
-			st.Close()
 			return nil, fmt.Errorf("server: webhook sender: %w", err)
 		}
 		s.sender, s.worker = snd, newWebhookWorker(cfg.Logger, cfg.Webhooks)
@@ -234,20 +234,17 @@ func Open(cfg Config) (*Server, error) {
 		Metrics: rec,
 		HTTP:    httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	svc, api := stack.Svc, stack.Handler.(*httpapi.API)
 	backupAdmin, err := adminauth.NewVerifier(admin)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.ids = ids
 	api.Mount("POST /admin/v0/backup", s.backupHandler(backupAdmin, api.Schemas()))
 	s.store, s.svc, s.api = st, svc, api
 	if err := s.verifyRestore(context.Background()); err != nil {
-		st.Close()
 		return nil, err
 	}
 	if s.worker != nil {
@@ -291,7 +288,6 @@ func (s *Server) Service() *domain.Service { return s.svc }
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }
 
-// Listen binds the configured address.
 // Listen binds the configured address, under the connection bound: Config.MaxConnections lowered to
 // fit the process's descriptor limit, which Listen first raises to its hard limit where allowed.
 func (s *Server) Listen() error {

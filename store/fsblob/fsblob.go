@@ -100,6 +100,10 @@ func NewWithOptions(root string, o Options) (*Store, error) {
 // tempPrefix starts the name of every temporary file of a put in progress.
 const tempPrefix = ".tmp-"
 
+// IsTemporary reports whether name, the base name of a file under the root, is the temporary file of a put
+// (in progress, or orphaned by a crash) rather than a stored object: a copy of the root leaves it out.
+func IsTemporary(name string) bool { return strings.HasPrefix(name, tempPrefix) }
+
 // RemoveTemporaries removes the temporary files of puts (".tmp-*") whose last write is older than
 // olderThan (0: every one), and returns how many it removed. A put in progress writes to its file as its
 // body arrives, so a file untouched for long was orphaned by a crash; its put never completed, so nothing
@@ -118,7 +122,7 @@ func (s *Store) RemoveTemporaries(ctx context.Context, olderThan time.Duration) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix) {
+		if d.IsDir() || !IsTemporary(d.Name()) {
 			return nil
 		}
 		if olderThan > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/cputime"
 	"github.com/waypost/waypost/store/pebble"
 )
 
@@ -54,7 +55,7 @@ func benchCommit(b *testing.B, goroutines int, opts pebble.Options) {
 		wg        sync.WaitGroup
 	)
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), cputime.Self()
 	for w := 0; w < goroutines; w++ {
 		wg.Add(1)
 		go func() {
@@ -74,7 +75,7 @@ func benchCommit(b *testing.B, goroutines int, opts pebble.Options) {
 		}()
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), cputime.Self()-cpu0
 	b.StopTimer()
 	slices.Sort(latencies)
 	if len(latencies) == 0 {

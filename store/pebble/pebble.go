@@ -267,8 +267,6 @@ func checkFormat(db *pdb.DB) error {
 	return mapErr(db.Set(metaFormat, []byte(Format), pdb.Sync))
 }
 
-// Close stops accepting commits, waits for the queued ones to be answered and for running reads, and closes
-// the database. Later calls return nil; other operations on a closed store fail with ErrClosed.
 // Checkpoint writes a consistent copy of the store, as of the call, into dir (which must not exist), while
 // the store keeps serving: every commit answered before the call is in it, none after. Its files are hard
 // links to the store's immutable tables where the file system allows, so it is quick and small; Open reads
@@ -280,6 +278,8 @@ func (s *Store) Checkpoint(dir string) error {
 	return nil
 }
 
+// Close stops accepting commits, waits for the queued ones to be answered and for running reads, and closes
+// the database. Later calls return nil; other operations on a closed store fail with ErrClosed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -410,11 +410,11 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	return items, nil
 }
 
-// Head returns the visible head of a sequence as of the last durable commit: its counter, which kv.Commit
-// allocates inside the transaction that writes the slots (see kv.Head).
 // DropSequence removes nothing: the counter is an ordinary item and every slot a visible one.
 func (s *Store) DropSequence(context.Context, port.Sequence, int) (int, error) { return 0, nil }
 
+// Head returns the visible head of a sequence as of the last durable commit: its counter, which kv.Commit
+// allocates inside the transaction that writes the slots (see kv.Head).
 func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("pebble: head: %w", err)

@@ -1,14 +1,14 @@
 //go:build unix
 
-package pebble_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the user+system CPU time this process has used so far.
-func processCPU() time.Duration {
+// Self returns the user+system CPU time this process has used so far (0 if the system does not say).
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
