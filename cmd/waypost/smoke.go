@@ -37,7 +37,8 @@ space of its own with the admin secret (--admin-secret, else WAYPOST_ADMIN_SECRE
     live_feed=false).
 
 Each step prints its latency. The first failure ends the run with exit status 1. Afterwards it revokes
-the tokens and actors it created; the space and what was committed in it stay (the API deletes neither).
+the tokens and actors it created; the space and what was committed in it stay, for inspection (delete
+them with 'waypost admin space delete SPACE_ID').
 Run it right after a deployment ('cdk deploy'), with the URL the stack outputs as ApiUrl.`,
 		Example: `  WAYPOST_ADMIN_SECRET=$(aws secretsmanager get-secret-value --secret-id "$ADMIN_SECRET_ARN" \
     --query SecretString --output text) waypost smoke --url "$API_URL"`,
@@ -433,6 +434,6 @@ func (s *smoke) cleanup(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("actor %s: %w", id, err))
 			}
 		}
-		return "space " + s.space + " stays (no delete in the API)", errors.Join(errs...)
+		return "space " + s.space + " stays (waypost admin space delete " + s.space + " removes it)", errors.Join(errs...)
 	})
 }
