@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -208,19 +207,6 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.record(call)
 	w.WriteHeader(out.StatusCode)
 	_, _ = w.Write(respBody)
-}
-
-// invokeErr sends one event payload to the function and returns its raw result (no testing.T: the gateway
-// calls it off the test goroutine).
-func (f *lambdaFn) invokeErr(payload []byte) ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	resp, err := http.Post(f.invokeURL, "application/json", bytes.NewReader(payload))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
 }
 
 // peakRSS returns the peak resident set size (VmHWM) of the function's bootstrap process, a child of its
