@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/waypost/waypost/api/ops"
 )
 
 // Payload limits of the real path: API Gateway HTTP APIs take request bodies up to 10 MB; a synchronous
@@ -38,6 +40,7 @@ type gateway struct {
 	t       *testing.T
 	fns     map[string]*lambdaFn
 	channel *httputil.ReverseProxy
+	routes  *http.ServeMux
 	srv     *httptest.Server
 
 	mu    sync.Mutex
@@ -53,7 +56,7 @@ type gatewayCall struct {
 
 func newGateway(t *testing.T, fns map[string]*lambdaFn, channelURL string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, fns: fns}
+	g := &gateway{t: t, fns: fns, routes: routeTable()}
 	if channelURL != "" {
 		u, err := url.Parse(channelURL)
 		if err != nil {
@@ -69,23 +72,29 @@ func newGateway(t *testing.T, fns map[string]*lambdaFn, channelURL string) *gate
 // URL is the gateway's base URL (the stack's ApiUrl).
 func (g *gateway) URL() string { return g.srv.URL }
 
-// route names the target of a request: a function, "channel", or "" (no route).
-func route(path string) string {
-	switch {
-	case path == "/mcp":
-		return "mcp"
-	case strings.HasPrefix(path, "/admin/v0/"):
-		return "admin"
-	case path == "/v0/blobs" || strings.HasPrefix(path, "/v0/blobs/") || strings.HasPrefix(path, "/v0/uploads/"):
-		return "blobs"
-	case strings.HasPrefix(path, "/v0/collections/"):
-		return "memory"
-	case path == "/v0/feed/wait" || strings.HasPrefix(path, "/internal/v0/"):
-		return "channel"
-	case strings.HasPrefix(path, "/v0/"):
-		return "mailbox"
+// routeTarget is what a route of routeTable leads to: a function, or "channel".
+type routeTarget string
+
+// ServeHTTP is never called: route only reads which target a request matches.
+func (routeTarget) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// routeTable is the stack's route table (infra.Routes): one route per operation of api/ops to the function
+// its descriptor names, /mcp to the MCP function, and the channel service's internal API.
+func routeTable() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, o := range ops.List() {
+		mux.Handle(o.Method+" "+o.Path, routeTarget(o.Function))
 	}
-	return ""
+	mux.Handle("/mcp", routeTarget("mcp"))
+	mux.Handle("/internal/v0/", routeTarget(ops.FnChannel))
+	return mux
+}
+
+// route names the target of a request: a function, "channel", or "" (no route).
+func (g *gateway) route(r *http.Request) string {
+	h, _ := g.routes.Handler(r)
+	t, _ := h.(routeTarget)
+	return string(t)
 }
 
 // Calls returns the requests routed so far.
@@ -108,7 +117,7 @@ func plain(w http.ResponseWriter, status int, msg string) {
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := route(r.URL.Path)
+	target := g.route(r)
 	call := gatewayCall{Method: r.Method, Path: r.URL.Path, Target: target}
 	switch {
 	case target == "":
