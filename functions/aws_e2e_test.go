@@ -209,13 +209,7 @@ func TestAWSFunctions(t *testing.T) {
 	}
 	sp := adm("/spaces", map[string]any{"display_name": "aws"})["space_id"].(string)
 	scopes := []string{"message.send", "message.read", "receipt.write", "blob.write", "blob.read", "memory.read", "memory.write"}
-	newParty := func() party {
-		a := adm("/spaces/"+sp+"/actors", map[string]any{})["actor_id"].(string)
-		c := adm("/spaces/"+sp+"/consumers", map[string]any{"actor_id": a, "view": "inbox"})["consumer_id"].(string)
-		tok := adm("/spaces/"+sp+"/tokens", map[string]any{"actor_id": a, "consumer_id": c, "scopes": scopes})["token"].(string)
-		return party{actor: a, consumer: c, token: tok}
-	}
-	a, b := newParty(), newParty()
+	a, b := newParty(t, admin, sp, "A", rid, scopes...), newParty(t, admin, sp, "B", rid, scopes...)
 	coll := adm("/spaces/"+sp+"/collections", map[string]any{"source_actor_id": a.actor, "scope": "e2e notes"})["collection_id"].(string)
 	adm("/spaces/"+sp+"/grants", map[string]any{"actor_id": b.actor, "permission": "memory.read", "collection_id": coll})
 

@@ -260,17 +260,23 @@ func (f *lambdaFn) invoke(t *testing.T, method, target string, headers map[strin
 	return out.StatusCode, h, respBody
 }
 
+// invokeErr sends one event payload to the function and returns its raw result (no testing.T: the gateway
+// calls it off the test goroutine).
+func (f *lambdaFn) invokeErr(payload []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp, err := http.Post(f.invokeURL, "application/json", bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
 // invokeRaw sends one event payload to the function and returns its raw result.
 func (f *lambdaFn) invokeRaw(t *testing.T, payload []byte) []byte {
 	t.Helper()
-	f.mu.Lock()
-	resp, err := http.Post(f.invokeURL, "application/json", bytes.NewReader(payload))
-	var raw []byte
-	if err == nil {
-		raw, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	f.mu.Unlock()
+	raw, err := f.invokeErr(payload)
 	if err != nil {
 		t.Fatalf("invoking %s: %v", f.name, err)
 	}

@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/waypost/waypost/api/ops"
 )
 
 // Payload limits of the real path: API Gateway HTTP APIs take request bodies up to 10 MB; a synchronous
@@ -39,6 +40,7 @@ type gateway struct {
 	t       *testing.T
 	fns     map[string]*lambdaFn
 	channel *httputil.ReverseProxy
+	routes  *http.ServeMux
 	srv     *httptest.Server
 
 	mu    sync.Mutex
@@ -54,7 +56,7 @@ type gatewayCall struct {
 
 func newGateway(t *testing.T, fns map[string]*lambdaFn, channelURL string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, fns: fns}
+	g := &gateway{t: t, fns: fns, routes: routeTable()}
 	if channelURL != "" {
 		u, err := url.Parse(channelURL)
 		if err != nil {
@@ -70,23 +72,29 @@ func newGateway(t *testing.T, fns map[string]*lambdaFn, channelURL string) *gate
 // URL is the gateway's base URL (the stack's ApiUrl).
 func (g *gateway) URL() string { return g.srv.URL }
 
-// route names the target of a request: a function, "channel", or "" (no route).
-func route(path string) string {
-	switch {
-	case path == "/mcp":
-		return "mcp"
-	case strings.HasPrefix(path, "/admin/v0/"):
-		return "admin"
-	case path == "/v0/blobs" || strings.HasPrefix(path, "/v0/blobs/") || strings.HasPrefix(path, "/v0/uploads/"):
-		return "blobs"
-	case strings.HasPrefix(path, "/v0/collections/"):
-		return "memory"
-	case path == "/v0/feed/wait" || strings.HasPrefix(path, "/internal/v0/"):
-		return "channel"
-	case strings.HasPrefix(path, "/v0/"):
-		return "mailbox"
+// routeTarget is what a route of routeTable leads to: a function, or "channel".
+type routeTarget string
+
+// ServeHTTP is never called: route only reads which target a request matches.
+func (routeTarget) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// routeTable is the stack's route table (infra.Routes): one route per operation of api/ops to the function
+// its descriptor names, /mcp to the MCP function, and the channel service's internal API.
+func routeTable() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, o := range ops.List() {
+		mux.Handle(o.Method+" "+o.Path, routeTarget(o.Function))
 	}
-	return ""
+	mux.Handle("/mcp", routeTarget("mcp"))
+	mux.Handle("/internal/v0/", routeTarget(ops.FnChannel))
+	return mux
+}
+
+// route names the target of a request: a function, "channel", or "" (no route).
+func (g *gateway) route(r *http.Request) string {
+	h, _ := g.routes.Handler(r)
+	t, _ := h.(routeTarget)
+	return string(t)
 }
 
 // Calls returns the requests routed so far.
@@ -109,7 +117,7 @@ func plain(w http.ResponseWriter, status int, msg string) {
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := route(r.URL.Path)
+	target := g.route(r)
 	call := gatewayCall{Method: r.Method, Path: r.URL.Path, Target: target}
 	switch {
 	case target == "":
@@ -208,19 +216,6 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.record(call)
 	w.WriteHeader(out.StatusCode)
 	_, _ = w.Write(respBody)
-}
-
-// invokeErr sends one event payload to the function and returns its raw result (no testing.T: the gateway
-// calls it off the test goroutine).
-func (f *lambdaFn) invokeErr(payload []byte) ([]byte, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	resp, err := http.Post(f.invokeURL, "application/json", bytes.NewReader(payload))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
 }
 
 // peakRSS returns the peak resident set size (VmHWM) of the function's bootstrap process, a child of its

@@ -116,8 +116,6 @@ func fileSHA(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// rawPut sends body to a presigned upload with its signed headers and returns the status, or -1 when the
-// store closed the connection before the body was sent (it may refuse before reading it).
 // putBlob prepares, uploads and seals content through cl and returns the prepared upload (with its blob_id).
 func putBlob(ctx context.Context, t *testing.T, cl *client.Client, contentType string, content []byte) domain.BlobPrepareResult {
 	t.Helper()
@@ -136,6 +134,8 @@ func putBlob(ctx context.Context, t *testing.T, cl *client.Client, contentType s
 	return prep
 }
 
+// rawPut sends body to a presigned upload with its signed headers and returns the status, or -1 when the
+// store closed the connection before the body was sent (it may refuse before reading it).
 func rawPut(t *testing.T, prep domain.BlobPrepareResult, body []byte) int {
 	t.Helper()
 	req, err := http.NewRequest(prep.UploadMethod, prep.UploadURL, bytes.NewReader(body))

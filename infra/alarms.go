@@ -28,6 +28,37 @@ const (
 	AlarmDeliveryAgeSeconds = 30 * 60
 )
 
+// alarmer adds the stack's alarms, each notifying the one alarm topic.
+type alarmer struct {
+	stack  awscdk.Stack
+	stage  string
+	action awscloudwatch.IAlarmAction
+}
+
+func newAlarmer(stack awscdk.Stack, stage string, topic awssns.Topic) alarmer {
+	return alarmer{stack: stack, stage: stage, action: awscloudwatchactions.NewSnsAction(topic)}
+}
+
+// add adds the alarm id: it fires when metric compares with threshold as op says for periods evaluation
+// periods; missing says how a period without data counts.
+func (a alarmer) add(id, description string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator,
+	periods float64, missing awscloudwatch.TreatMissingData) {
+	alarm := awscloudwatch.NewAlarm(a.stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("Waypost " + a.stage + ": " + description),
+		Metric:             metric,
+		Threshold:          jsii.Number(threshold),
+		ComparisonOperator: op,
+		EvaluationPeriods:  jsii.Number(periods),
+		TreatMissingData:   missing,
+	})
+	alarm.AddAlarmAction(a.action)
+}
+
+// anyAbove adds the alarm id on any value of metric above zero in one period (no data: no alarm).
+func (a alarmer) anyAbove(id, description string, metric awscloudwatch.IMetric) {
+	a.add(id, description, metric, 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+}
+
 // alarmTargets are what the service alarms watch.
 type alarmTargets struct {
 	api           awsapigatewayv2.HttpApi
@@ -35,26 +66,13 @@ type alarmTargets struct {
 	dispatcher    awslambda.Function
 	channel       awsecs.FargateService
 	deliveryQueue awssqs.Queue
-	topic         awssns.Topic
 }
 
 // addServiceAlarms adds the alarms on API 5xx, DynamoDB throttles and transaction conflicts, the stream
 // iterator age, the channel service's running tasks and the age of the oldest delivery message.
-func addServiceAlarms(stack awscdk.Stack, stage string, t alarmTargets) {
-	action := awscloudwatchactions.NewSnsAction(t.topic)
+func addServiceAlarms(alarms alarmer, t alarmTargets) {
+	add := alarms.add
 	fiveMin := awscdk.Duration_Minutes(jsii.Number(5))
-	add := func(id, description string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator,
-		periods float64, missing awscloudwatch.TreatMissingData) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String("Waypost " + stage + ": " + description),
-			Metric:             metric,
-			Threshold:          jsii.Number(threshold),
-			ComparisonOperator: op,
-			EvaluationPeriods:  jsii.Number(periods),
-			TreatMissingData:   missing,
-		})
-		a.AddAlarmAction(action)
-	}
 	over := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
 	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
 

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
@@ -564,21 +563,10 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	if s.AlarmEmail != "" {
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.AlarmEmail), nil))
 	}
-	action := awscloudwatchactions.NewSnsAction(topic)
-	alarm := func(id, description string, metric awscloudwatch.IMetric) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String("Waypost " + s.Stage + ": " + description),
-			Metric:             metric,
-			Threshold:          jsii.Number(0),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-			EvaluationPeriods:  jsii.Number(1),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		a.AddAlarmAction(action)
-	}
+	alarms := newAlarmer(stack, s.Stage, topic)
 	fiveMin := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}
-	alarm("DeliveryDLQAlarm", "webhook deliveries in the dead-letter queue", deliveryDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
-	alarm("StreamFailuresAlarm", "stream batches the dispatcher could not re-drive", streamFailuresDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
+	alarms.anyAbove("DeliveryDLQAlarm", "webhook deliveries in the dead-letter queue", deliveryDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
+	alarms.anyAbove("StreamFailuresAlarm", "stream batches the dispatcher could not re-drive", streamFailuresDLQ.MetricApproximateNumberOfMessagesVisible(fiveMin))
 	sum := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
 	names := make([]string, 0, len(fns))
 	for name := range fns {
@@ -586,15 +574,15 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		alarm(fnID(name)+"ErrorsAlarm", "function "+name+" errors", fns[name].MetricErrors(sum))
-		alarm(fnID(name)+"ThrottlesAlarm", "function "+name+" throttles", fns[name].MetricThrottles(sum))
+		alarms.anyAbove(fnID(name)+"ErrorsAlarm", "function "+name+" errors", fns[name].MetricErrors(sum))
+		alarms.anyAbove(fnID(name)+"ThrottlesAlarm", "function "+name+" throttles", fns[name].MetricThrottles(sum))
 	}
-	alarm("TableSystemErrorsAlarm", "DynamoDB system errors", table.MetricSystemErrorsForOperations(&awsdynamodb.SystemErrorsForOperationsMetricOptions{
+	alarms.anyAbove("TableSystemErrorsAlarm", "DynamoDB system errors", table.MetricSystemErrorsForOperations(&awsdynamodb.SystemErrorsForOperationsMetricOptions{
 		Period:     awscdk.Duration_Minutes(jsii.Number(5)),
 		Operations: &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS},
 	}))
-	addServiceAlarms(stack, s.Stage, alarmTargets{api: api, table: table, dispatcher: fns[FnDispatcher], channel: service,
-		deliveryQueue: deliveryQueue, topic: topic})
+	addServiceAlarms(alarms, alarmTargets{api: api, table: table, dispatcher: fns[FnDispatcher], channel: service,
+		deliveryQueue: deliveryQueue})
 	addDashboard(stack, s.Stage)
 
 	// ---- Outputs.

@@ -14,7 +14,6 @@ import (
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
-	"github.com/waypost/waypost/store/fsblob"
 )
 
 // TestDeleteSpaceLeavesNoItem: after a space is deleted, a scan of the whole table finds nothing of it but
@@ -30,11 +29,7 @@ func TestDeleteSpaceLeavesNoItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		blobs, err := fsblob.New(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return domaintest.Backend{Store: st, Blobs: blobs}
+		return domaintest.Backend{Store: st, Blobs: domaintest.TempBlobs(t)}
 	}, nil)
 	ctx := context.Background()
 	sp := f.Space().SpaceID

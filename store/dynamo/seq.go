@@ -59,10 +59,8 @@ var errSlotTaken = errors.New("reserved slot voided before the commit")
 // advance the watermark; a slot voided meanwhile means a new reservation and a new Build.
 func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 	seq := *tx.Seq
-	for _, k := range []port.Key{seq.Counter, seq.Head, seq.Slot(0)} {
-		if err := validKey(k); err != nil {
-			return 0, fmt.Errorf("dynamo: commit: sequence: %w: %w", kv.ErrInvalidTx, err)
-		}
+	if err := validSeq(seq); err != nil {
+		return 0, fmt.Errorf("dynamo: commit: sequence: %w: %w", kv.ErrInvalidTx, err)
 	}
 	use, err := s.usageOf(tx)
 	if err != nil {
@@ -99,6 +97,17 @@ func (s *Store) commitSeq(ctx context.Context, tx port.Tx) (uint64, error) {
 				seq.Slots, round+1, port.ErrUnavailable)
 		}
 	}
+}
+
+// validSeq checks every key of seq the store reads or writes (validKey): its counter, its head and the keys
+// of its slots.
+func validSeq(seq port.Sequence) error {
+	for _, k := range []port.Key{seq.Counter, seq.Head, seq.Slot(0)} {
+		if err := validKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reserve takes count values of seq with one atomic update of its counter item and returns the first; the
@@ -269,10 +278,8 @@ func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("dynamo: head: %w", err)
 	}
-	for _, k := range []port.Key{seq.Counter, seq.Head, seq.Slot(0)} {
-		if err := validKey(k); err != nil {
-			return 0, fmt.Errorf("dynamo: head: %w", err)
-		}
+	if err := validSeq(seq); err != nil {
+		return 0, fmt.Errorf("dynamo: head: %w", err)
 	}
 	h, err := s.readHead(ctx, seq)
 	if err != nil {

@@ -30,6 +30,18 @@ func offline(t *testing.T) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
+// lookupIn looks a variable up as Lambda's environment would hold it: the runtime's AWS_ variables from the
+// process (offline sets them), every other one in env.
+func lookupIn(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if strings.HasPrefix(k, "AWS_") {
+			return os.LookupEnv(k)
+		}
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
 // The admin function refuses to start without the admin secret; the mailbox function starts without it
 // (and, given one, drops it: the end-to-end test checks it answers /admin/v0 as disabled).
 func TestBuildAdminSecret(t *testing.T) {
@@ -67,13 +79,10 @@ func TestInitReadsOnlyItsVariables(t *testing.T) {
 	offline(t)
 	for _, role := range []string{config.Mailbox, config.Memory, config.Blobs, config.Admin, config.MCP, config.Sweeper, config.Dispatcher, config.Deliverer} {
 		var read []string
+		env := lookupIn(every())
 		lookup := func(name string) (string, bool) {
 			read = append(read, name)
-			if strings.HasPrefix(name, "AWS_") {
-				return os.LookupEnv(name)
-			}
-			v, ok := every()[name]
-			return v, ok
+			return env(name)
 		}
 		var logs strings.Builder
 		f, err := app.Init(context.Background(), roles.Specs()[role], lookup, &logs)
@@ -132,36 +141,17 @@ func TestInitRejects(t *testing.T) {
 	// A configuration error is logged as a JSON line naming the variable.
 	env := every()
 	delete(env, config.EnvCursorKey)
-	if _, err := app.Init(context.Background(), roles.Specs()[config.Memory], func(k string) (string, bool) {
-		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
-			return v, ok
-		}
-		v, ok := env[k]
-		return v, ok
-	}, &logs); err == nil ||
+	if _, err := app.Init(context.Background(), roles.Specs()[config.Memory], lookupIn(env), &logs); err == nil ||
 		!strings.Contains(logs.String(), `"msg":"configuration"`) || !strings.Contains(logs.String(), config.EnvCursorKey) {
 		t.Fatalf("memory without a cursor key: %v\n%s", err, logs.String())
 	}
 	// A role functions/config does not know never starts; the dispatcher needs its queue.
-	lookup := func(k string) (string, bool) {
-		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
-			return v, ok
-		}
-		v, ok := every()[k]
-		return v, ok
-	}
-	if _, err := app.Init(context.Background(), app.Spec{Name: "billing"}, lookup, &logs); err == nil {
+	if _, err := app.Init(context.Background(), app.Spec{Name: "billing"}, lookupIn(every()), &logs); err == nil {
 		t.Fatal("an unknown role started")
 	}
 	noQueue := every()
 	delete(noQueue, config.EnvDeliveryQueueURL)
-	if _, err := app.Init(context.Background(), roles.Specs()[config.Dispatcher], func(k string) (string, bool) {
-		if v, ok := os.LookupEnv(k); ok && strings.HasPrefix(k, "AWS_") {
-			return v, ok
-		}
-		v, ok := noQueue[k]
-		return v, ok
-	}, &logs); err == nil {
+	if _, err := app.Init(context.Background(), roles.Specs()[config.Dispatcher], lookupIn(noQueue), &logs); err == nil {
 		t.Fatal("the dispatcher started without a delivery queue")
 	}
 	// A configuration naming secrets by ARN starts only a role that reads secrets.

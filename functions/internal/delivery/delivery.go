@@ -296,7 +296,7 @@ func (h *DeliverHandler) SweepDue(ctx context.Context) (DueSweepResult, error) {
 	return res, nil
 }
 
-// invocation is what tells the deliverer's two kinds of invocation apart.
+// invocation is what tells the kinds of invocation of the dispatcher and the deliverer apart.
 type invocation struct {
 	Records []struct {
 		EventSource string `json:"eventSource"`
@@ -304,20 +304,33 @@ type invocation struct {
 	DetailType string `json:"detail-type"`
 }
 
+// decodeInvocation reads raw, an invocation of function fn: what tells its kinds apart, and the SQS batch it
+// is when its records come from SQS (nil otherwise).
+func decodeInvocation(fn string, raw json.RawMessage) (invocation, *events.SQSEvent, error) {
+	var inv invocation
+	if err := json.Unmarshal(raw, &inv); err != nil {
+		return inv, nil, fmt.Errorf("%s: not an event: %w", fn, err)
+	}
+	if len(inv.Records) == 0 || inv.Records[0].EventSource != "aws:sqs" {
+		return inv, nil, nil
+	}
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return inv, nil, fmt.Errorf("%s: malformed SQS event: %w", fn, err)
+	}
+	return inv, &ev, nil
+}
+
 // Handle serves one deliverer invocation: an SQS batch (HandleSQS) or an EventBridge scheduled event
 // (SweepDue).
 func (h *DeliverHandler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
-	var inv invocation
-	if err := json.Unmarshal(raw, &inv); err != nil {
-		return nil, fmt.Errorf("%s: not an event: %w", Deliverer, err)
+	inv, batch, err := decodeInvocation(Deliverer, raw)
+	if err != nil {
+		return nil, err
 	}
 	switch {
-	case len(inv.Records) > 0 && inv.Records[0].EventSource == "aws:sqs":
-		var ev events.SQSEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			return nil, fmt.Errorf("%s: malformed SQS event: %w", Deliverer, err)
-		}
-		return h.HandleSQS(ctx, ev)
+	case batch != nil:
+		return h.HandleSQS(ctx, *batch)
 	case inv.DetailType == "Scheduled Event":
 		return h.SweepDue(ctx)
 	}

@@ -133,7 +133,6 @@ func newDeliveryWorld(t *testing.T) *deliveryWorld {
 	return w
 }
 
-// next returns the stream records since the last call, after the JSON trip Lambda makes them take.
 // sendTwo sends two messages from A to B and returns the stream batch of both, with their two feed records.
 func (w *deliveryWorld) sendTwo(t *testing.T) (events.DynamoDBEvent, []events.DynamoDBEventRecord) {
 	t.Helper()
@@ -155,6 +154,7 @@ func (w *deliveryWorld) dispatchAll(t *testing.T, ev events.DynamoDBEvent, wakes
 	}
 }
 
+// next returns the stream records since the last call, after the JSON trip Lambda makes them take.
 func (w *deliveryWorld) next(t *testing.T) events.DynamoDBEvent {
 	t.Helper()
 	b, err := json.Marshal(w.stream.Next(t))

@@ -39,16 +39,12 @@ type streamFailure struct {
 // Invoke serves one dispatcher invocation: a batch of the table's stream (Handle), or a batch of the
 // stream-failure queue (HandleFailures), which Lambda fills with the batches it gave up on.
 func (h *DispatchHandler) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
-	var inv invocation
-	if err := json.Unmarshal(raw, &inv); err != nil {
-		return nil, fmt.Errorf("%s: not an event: %w", Dispatcher, err)
+	_, batch, err := decodeInvocation(Dispatcher, raw)
+	if err != nil {
+		return nil, err
 	}
-	if len(inv.Records) > 0 && inv.Records[0].EventSource == "aws:sqs" {
-		var ev events.SQSEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			return nil, fmt.Errorf("%s: malformed SQS event: %w", Dispatcher, err)
-		}
-		return h.HandleFailures(ctx, ev)
+	if batch != nil {
+		return h.HandleFailures(ctx, *batch)
 	}
 	var ev events.DynamoDBEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {

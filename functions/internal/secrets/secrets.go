@@ -24,6 +24,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/internal/wait"
 )
 
 // Attempts bounds the tries of one GetSecretValue (throttling, 5xx, transport failures).
@@ -73,10 +74,8 @@ func (c *client) get(ctx context.Context, arn string) (string, error) {
 	var last error
 	for attempt := range Attempts {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return "", errors.Join(last, ctx.Err())
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			if err := wait.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond); err != nil {
+				return "", errors.Join(last, err)
 			}
 		}
 		v, retry, err := c.once(ctx, body)
