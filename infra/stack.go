@@ -213,7 +213,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		// A message the deliverer failed this many times (its own errors, not the endpoint's answers, which
-		// webhook/retry schedules) lands in the DLQ and raises the DLQ alarm.
+		// domain/retry schedules) lands in the DLQ and raises the DLQ alarm.
 		DeadLetterQueue: &awssqs.DeadLetterQueue{Queue: deliveryDLQ, MaxReceiveCount: jsii.Number(8)},
 	})
 	// Stream batches the dispatcher gave up on land in StreamFailures; the dispatcher consumes that queue too
@@ -351,7 +351,7 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 	}
 	deliveryQueue.GrantSendMessages(fns[FnDispatcher])
 	deliveryQueue.GrantSendMessages(fns[FnAdmin])
-	// The deliverer re-enqueues a failed attempt with the delay of webhook/retry's schedule.
+	// The deliverer re-enqueues a failed attempt with the delay of domain/retry's schedule.
 	deliveryQueue.GrantSendMessages(fns[FnDeliverer])
 
 	// ---- Event sources and schedule.
