@@ -53,9 +53,6 @@ type PublishedRateLimits struct {
 
 // Rate limiter tuning.
 const (
-	// rateSpaceTTL is how long a process trusts the rate limits it read for a space; a change by the
-	// owner reaches other processes (other Lambda instances) within it.
-	rateSpaceTTL = 10 * time.Second
 	// rateIdle is how long an unused bucket is kept (a longer idle bucket would be full again anyway, as
 	// long as burst/rate stays below it).
 	rateIdle = 10 * time.Minute
@@ -68,7 +65,6 @@ const (
 type rateLimiter struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket // by token ID
-	spaces  map[string]spaceLimits
 	admits  int
 	def     RateLimits
 }
@@ -79,16 +75,11 @@ type bucket struct {
 	used   time.Time
 }
 
-type spaceLimits struct {
-	limits RateLimits
-	read   time.Time
-}
-
 func newRateLimiter(def RateLimits) *rateLimiter {
-	return &rateLimiter{buckets: map[string]*bucket{}, spaces: map[string]spaceLimits{}, def: def}
+	return &rateLimiter{buckets: map[string]*bucket{}, def: def}
 }
 
-// effective returns a space's limits: its own, or the deployment's defaults.
+// effectiveRateLimits returns a space's limits: its own, or the deployment's defaults.
 func (s *Service) effectiveRateLimits(sp Space) RateLimits {
 	if sp.RateLimits != nil {
 		return *sp.RateLimits
@@ -96,29 +87,14 @@ func (s *Service) effectiveRateLimits(sp Space) RateLimits {
 	return s.rates.def
 }
 
-// spaceRateLimits returns a space's limits, read at most every rateSpaceTTL.
+// spaceRateLimits returns a space's limits, from its record as Service.space serves it (cached for at most
+// spaceCacheTTL, so an owner's change reaches other processes within that time).
 func (s *Service) spaceRateLimits(ctx context.Context, spaceID string) (RateLimits, error) {
-	now := s.clock.Now()
-	r := s.rates
-	r.mu.Lock()
-	cached, ok := r.spaces[spaceID]
-	r.mu.Unlock()
-	if ok && now.Sub(cached.read) < rateSpaceTTL && !now.Before(cached.read) {
-		return cached.limits, nil
-	}
 	sp, err := s.space(ctx, spaceID)
 	if err != nil {
 		return RateLimits{}, err
 	}
-	l := s.effectiveRateLimits(sp)
-	r.remember(spaceID, l, now)
-	return l, nil
-}
-
-func (r *rateLimiter) remember(spaceID string, l RateLimits, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.spaces[spaceID] = spaceLimits{limits: l, read: now}
+	return s.effectiveRateLimits(sp), nil
 }
 
 // Admit counts one request of the principal's credential against its token bucket (RateLimits of its
@@ -181,7 +157,7 @@ type UpdateSpaceRequest struct {
 }
 
 // UpdateSpace changes a space's settings (control plane): its per-credential rate limits and its capacity
-// quotas. A change applies at once in this process and within rateSpaceTTL (the space cache) elsewhere.
+// quotas. A change applies at once in this process and within spaceCacheTTL (the space cache) elsewhere.
 func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpaceRequest) (SpaceResult, error) {
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
@@ -228,6 +204,5 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 		return SpaceResult{}, err
 	}
 	s.auth.putSpace(out, s.clock.Now())
-	s.rates.remember(spaceID, s.effectiveRateLimits(out), s.clock.Now())
 	return s.spaceResultWithUsage(ctx, out)
 }
