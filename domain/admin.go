@@ -230,7 +230,7 @@ func (s *Service) commitRetry(ctx context.Context, what string, prepare func(ctx
 		if err != nil || len(ops) == 0 {
 			return err
 		}
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
+		err = s.commitOps(ctx, ops)
 		if err == nil {
 			return nil
 		}

@@ -568,21 +568,17 @@ func (s *Service) sweepUploads(ctx context.Context, due []port.Item) (int, error
 			return n, err
 		}
 		if !found || b.State != BlobPending {
-			if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-				return []port.Op{port.Delete(d.Key, port.Cond{})}, nil
-			}}); err != nil {
+			if err := s.commitOps(ctx, []port.Op{port.Delete(d.Key, port.Cond{})}); err != nil {
 				return n, fmt.Errorf("sweep: dropping index entry: %w", err)
 			}
 			continue
 		}
 		expiring := b
 		expiring.State = BlobExpiring
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{
-				port.Put(item(it.Key, expiring, attrState, string(BlobExpiring)), port.AttrEquals(attrState, string(BlobPending))),
-				port.Delete(d.Key, port.Cond{}),
-			}, nil
-		}})
+		err = s.commitOps(ctx, []port.Op{
+			port.Put(item(it.Key, expiring, attrState, string(BlobExpiring)), port.AttrEquals(attrState, string(BlobPending))),
+			port.Delete(d.Key, port.Cond{}),
+		})
 		if _, lost := port.FailedOp(err); lost {
 			continue // sealed concurrently: the seal won
 		}
@@ -594,9 +590,7 @@ func (s *Service) sweepUploads(ctx context.Context, due []port.Item) (int, error
 		}
 		expired := expiring
 		expired.State = BlobExpired
-		if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(it.Key, expired, attrState, string(BlobExpired)), port.AttrEquals(attrState, string(BlobExpiring)))}, nil
-		}}); err != nil {
+		if err := s.commitOps(ctx, []port.Op{port.Put(item(it.Key, expired, attrState, string(BlobExpired)), port.AttrEquals(attrState, string(BlobExpiring)))}); err != nil {
 			return n, fmt.Errorf("sweep: marking expired: %w", err)
 		}
 		n++

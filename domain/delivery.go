@@ -224,12 +224,10 @@ func (s *Service) dispatchItem(ctx context.Context, fi FeedItem, subs []Subscrip
 			SubscriptionID: sub.SubscriptionID, ConsumerID: sub.ConsumerID, EventID: fi.ItemID,
 			EventType: EventTypeOf(fi.ItemType), VisibleSeq: fi.VisibleSeq, URL: sub.URL, State: DeliveryPending,
 			NextAttemptAt: &now, History: []AttemptRecord{}, CreatedAt: now, UpdatedAt: now}
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{
-				port.Put(item(keyDelivery(d.SpaceID, d.DeliveryID), d, attrVersion, "1"), port.NotExists()),
-				port.Put(port.Item{Key: keyDue(now, d.SpaceID, d.DeliveryID)}, port.Cond{}),
-			}, nil
-		}})
+		err = s.commitOps(ctx, []port.Op{
+			port.Put(item(keyDelivery(d.SpaceID, d.DeliveryID), d, attrVersion, "1"), port.NotExists()),
+			port.Put(port.Item{Key: keyDue(now, d.SpaceID, d.DeliveryID)}, port.Cond{}),
+		})
 		if _, exists := port.FailedOp(err); exists {
 			continue // dispatched before (a repeated stream batch or a dispatcher restart)
 		}
@@ -354,10 +352,8 @@ func (s *Service) dispatchSpace(ctx context.Context, marker port.Item) (Dispatch
 		if err != nil {
 			return res, err
 		}
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(port.Item{Key: marker.Key, Attrs: map[string]string{attrPos: fmt.Sprint(next)}},
-				port.AttrEquals(attrPos, fmt.Sprint(pos)))}, nil
-		}})
+		err = s.commitOps(ctx, []port.Op{port.Put(port.Item{Key: marker.Key, Attrs: map[string]string{attrPos: fmt.Sprint(next)}},
+			port.AttrEquals(attrPos, fmt.Sprint(pos)))})
 		if _, lost := port.FailedOp(err); lost {
 			return res, nil // another dispatcher moved it; it carries on from there
 		}
@@ -445,8 +441,7 @@ func (s *Service) saveDelivery(ctx context.Context, it port.Item, old, cur Deliv
 		next.Attrs[port.AttrExpires] = strconv.FormatInt(exp.Unix(), 10)
 	}
 	ops := append([]port.Op{port.Put(next, port.AttrEquals(attrVersion, it.Attr(attrVersion)))}, replaceDue(old, cur)...)
-	_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
-	return next, err
+	return next, s.commitOps(ctx, ops)
 }
 
 // AttemptDelivery makes the next attempt of a delivery if it is due: it claims the attempt (so two workers
@@ -466,7 +461,7 @@ func (s *Service) AttemptDelivery(ctx context.Context, ref port.DeliveryRef) (At
 		// A delivered marker: removed with its due entry once its retention ends; nothing to send.
 		if !now.Before(*d.PurgeAt) {
 			ops := append([]port.Op{port.Delete(it.Key, port.AttrEquals(attrVersion, it.Attr(attrVersion)))}, replaceDue(d, Delivery{})...)
-			if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }}); err != nil && !isConditionFailure(err) {
+			if err := s.commitOps(ctx, ops); err != nil && !isConditionFailure(err) {
 				return AttemptOutcome{}, fmt.Errorf("removing delivered marker: %w", err)
 			}
 		}
@@ -635,9 +630,7 @@ func (s *Service) dropDue(ctx context.Context, ref port.DeliveryRef, now time.Ti
 	suffix := "#" + ref.SpaceID + "#" + ref.DeliveryID
 	for _, it := range items {
 		if strings.HasSuffix(it.SK, suffix) {
-			_, _ = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-				return []port.Op{unchanged, port.Delete(it.Key, port.Cond{})}, nil
-			}})
+			_ = s.commitOps(ctx, []port.Op{unchanged, port.Delete(it.Key, port.Cond{})})
 		}
 	}
 }

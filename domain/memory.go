@@ -417,9 +417,7 @@ func (s *Service) failSubmission(ctx context.Context, key port.Key, op, requestI
 	w := de.Wire()
 	sub := Submission{Operation: op, RequestID: requestID, Fingerprint: fp, ResourceID: resourceID, State: StateFailed,
 		ReservedAt: s.clock.Now().UTC(), Error: &w}
-	_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-		return []port.Op{port.Put(item(key, sub, attrState, string(StateFailed)), port.NotExists())}, nil
-	}})
+	err := s.commitOps(ctx, []port.Op{port.Put(item(key, sub, attrState, string(StateFailed)), port.NotExists())})
 	if _, ok := port.FailedOp(err); ok {
 		cur, _, _, gerr := getRecord[Submission](ctx, s.store, key)
 		if gerr != nil {
@@ -475,9 +473,7 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 		res := MemoryPublishResult{CollectionID: coll.CollectionID, Revision: head, Changed: false, SubmissionState: StateCommitted, CommittedAt: now}
 		sub := Submission{Operation: OpMemoryPublish, RequestID: req.RequestID, Fingerprint: fp, ResourceID: coll.CollectionID,
 			State: StateCommitted, ReservedAt: now, Result: encode(res)}
-		_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(key, sub, attrState, string(StateCommitted)), port.NotExists()), genCheck(p), port.Check(collKey, headCond)}, nil
-		}})
+		err := s.commitOps(ctx, []port.Op{port.Put(item(key, sub, attrState, string(StateCommitted)), port.NotExists()), genCheck(p), port.Check(collKey, headCond)})
 		return s.publishOutcome(ctx, p, key, fp, res, err, conflict)
 	}
 	if next > s.limits.RevisionMax {

@@ -244,7 +244,7 @@ func (s *Service) recordBlobRefs(ctx context.Context, space, coll string, rev in
 	for len(ops) > 0 {
 		batch := ops[:min(len(ops), s.store.MaxOps())]
 		ops = ops[len(batch):]
-		if _, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return batch, nil }}); err != nil {
+		if err := s.commitOps(ctx, batch); err != nil {
 			return fmt.Errorf("memory.publish: recording blob references: %w", err)
 		}
 	}

@@ -267,9 +267,7 @@ func (s *Service) SendMessage(ctx context.Context, p *Principal, req SendRequest
 		}
 		// The reservation pins the authorization generation too: a revoked credential (a deleted space)
 		// reserves nothing, so no body is written under it.
-		_, err = s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists()), genCheck(p)}, nil
-		}})
+		err = s.commitOps(ctx, []port.Op{port.Put(item(key, sub, attrState, string(StateReserved)), port.NotExists()), genCheck(p)})
 		if err == nil {
 			return s.completeSend(ctx, p, key, sub, n)
 		}

@@ -207,6 +207,12 @@ func genOf(it port.Item) int64 {
 	return n
 }
 
+// commitOps commits a transaction of fixed ops (no counter or sequence).
+func (s *Service) commitOps(ctx context.Context, ops []port.Op) error {
+	_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
+	return err
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // head returns the visible head of a space (0 when nothing was published): the highest visible_seq below

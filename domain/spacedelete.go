@@ -209,11 +209,6 @@ func (s *Service) revokeSpace(ctx context.Context, spaceID string) error {
 	return Errorf(CodeStorageUnavailable, "too much contention while revoking the space's actors; retry")
 }
 
-func (s *Service) commitOps(ctx context.Context, ops []port.Op) error {
-	_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }})
-	return err
-}
-
 // eachItem calls fn for every item of a partition range, in key order, a page at a time. Items fn deletes
 // while it runs do not disturb the paging (it continues after the last key seen).
 func (s *Service) eachItem(ctx context.Context, q port.Query, fn func(port.Item) error) error {

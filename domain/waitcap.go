@@ -63,9 +63,7 @@ func (s *Service) acquireWaitSlot(ctx context.Context, space string, deadline ti
 			}
 			cond = port.AttrEquals(attrLease, l.Lease) // its holder died: take it over
 		}
-		_, err := s.store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-			return []port.Op{port.Put(item(key, mine, attrLease, mine.Lease), cond)}, nil
-		}})
+		err := s.commitOps(ctx, []port.Op{port.Put(item(key, mine, attrLease, mine.Lease), cond)})
 		if _, lost := port.FailedOp(err); lost {
 			continue // another wait took it first
 		}
@@ -76,9 +74,7 @@ func (s *Service) acquireWaitSlot(ctx context.Context, space string, deadline ti
 			// Freed even when the wait's context ended; a failure only leaves the slot to its lease.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if _, err := s.store.Commit(rctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
-				return []port.Op{port.Delete(key, port.AttrEquals(attrLease, mine.Lease))}, nil
-			}}); err != nil {
+			if err := s.commitOps(rctx, []port.Op{port.Delete(key, port.AttrEquals(attrLease, mine.Lease))}); err != nil {
 				s.log.Warn("feed.wait: freeing a wait slot failed; its lease frees it", "space_id", space, "error", err.Error())
 			}
 		}, nil
