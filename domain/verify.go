@@ -242,7 +242,8 @@ func (v *verifier) object(ctx context.Context, key string, size int64, sha256hex
 			return "", "", fmt.Errorf("reading object %s: %w", key, err)
 		}
 		v.rep.ObjectBytes += info.Size
-		return compareObject(info.Size, info.SHA256, size, sha256hex)
+		problem, detail = compareObject(info.Size, info.SHA256, size, sha256hex)
+		return problem, detail, nil
 	}
 	rc, missing, err := v.open(ctx, key)
 	if rc == nil {
@@ -259,17 +260,26 @@ func (v *verifier) object(ctx context.Context, key string, size int64, sha256hex
 		// A store that checks digests while reading (the file store) reports corrupt bytes as a read error.
 		return ProblemDigestMismatch, fmt.Sprintf("%s: %v", key, err), nil
 	}
-	return compareObject(n, hex.EncodeToString(h.Sum(nil)), size, sha256hex)
+	problem, detail = compareObject(n, hex.EncodeToString(h.Sum(nil)), size, sha256hex)
+	return problem, detail, nil
 }
 
-func compareObject(gotSize int64, gotSHA string, size int64, sha string) (string, string, error) {
+// compareObject compares an object's size and SHA-256 with the recorded ones (sha "" compares the size
+// only) and returns the problem ("" none) and its detail.
+func compareObject(gotSize int64, gotSHA string, size int64, sha string) (problem, detail string) {
 	switch {
 	case gotSize != size:
-		return ProblemSizeMismatch, fmt.Sprintf("%d bytes, recorded %d", gotSize, size), nil
+		return ProblemSizeMismatch, fmt.Sprintf("%d bytes, recorded %d", gotSize, size)
 	case sha != "" && gotSHA != sha:
-		return ProblemDigestMismatch, fmt.Sprintf("sha256 %s, recorded %s", gotSHA, sha), nil
+		return ProblemDigestMismatch, fmt.Sprintf("sha256 %s, recorded %s", gotSHA, sha)
 	}
-	return "", "", nil
+	return "", ""
+}
+
+// compareBytes is compareObject for bytes held in memory (an inline body, a state object read whole).
+func compareBytes(raw []byte, size int64, sha string) (problem, detail string) {
+	sum := sha256.Sum256(raw)
+	return compareObject(int64(len(raw)), hex.EncodeToString(sum[:]), size, sha)
 }
 
 // message checks a message's record, body and attachments.
@@ -294,9 +304,7 @@ func (v *verifier) message(ctx context.Context, space, msgID string) error {
 	}
 	if m.Inline {
 		if m.BodySHA256 != "" {
-			raw := encode(m.Body)
-			sum := sha256.Sum256(raw)
-			if p, detail, _ := compareObject(int64(len(raw)), hex.EncodeToString(sum[:]), m.BodySize, m.BodySHA256); p != "" {
+			if p, detail := compareBytes(encode(m.Body), m.BodySize, m.BodySHA256); p != "" {
 				bad(p, "", "inline body: "+detail)
 			}
 		}
@@ -381,8 +389,7 @@ func (v *verifier) revision(ctx context.Context, space, coll string, it port.Ite
 		return nil
 	}
 	if rr.StateSHA256 != "" {
-		sum := sha256.Sum256(raw)
-		if p, detail, _ := compareObject(int64(len(raw)), hex.EncodeToString(sum[:]), rr.StateSize, rr.StateSHA256); p != "" {
+		if p, detail := compareBytes(raw, rr.StateSize, rr.StateSHA256); p != "" {
 			bad(p, "", nil, "state: "+detail)
 			return nil
 		}
