@@ -1,5 +1,7 @@
 package domain
 
+import "strings"
+
 // The identifier syntaxes are matched byte by byte: they run several times per request, and a regular
 // expression costs ten times as much (TestIDSyntaxMatchesPatterns holds them to the patterns in their docs).
 
@@ -30,20 +32,11 @@ func allOf(s string, min, max int, extra string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') && !containsByte(extra, c) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') && strings.IndexByte(extra, c) < 0 {
 			return false
 		}
 	}
 	return true
-}
-
-func containsByte(s string, c byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return true
-		}
-	}
-	return false
 }
 
 func checkID(field, s string) error {
