@@ -175,7 +175,6 @@ func (s *Service) revokeSpace(ctx context.Context, spaceID string) error {
 	batch := s.deletionBatch()
 	for attempt := 0; attempt < s.retries; attempt++ {
 		var ops []port.Op
-		conflict := false
 		err := s.eachItem(ctx, port.Query{PK: "SP#" + spaceID, After: "ACT#", UpTo: "ACT#~"}, func(it port.Item) error {
 			a, err := decodeItem[Actor](it)
 			if err != nil {
@@ -197,14 +196,13 @@ func (s *Service) revokeSpace(ctx context.Context, spaceID string) error {
 		if err == nil && len(ops) > 0 {
 			err = s.commitOps(ctx, ops)
 		}
-		if _, ok := port.FailedOp(err); ok {
-			conflict = true
-		} else if err != nil {
+		if _, conflict := port.FailedOp(err); conflict {
+			continue // an actor changed meanwhile: read them again
+		}
+		if err != nil {
 			return fmt.Errorf("revoking the actors of the space: %w", err)
 		}
-		if !conflict {
-			return nil
-		}
+		return nil
 	}
 	return Errorf(CodeStorageUnavailable, "too much contention while revoking the space's actors; retry")
 }
