@@ -243,15 +243,11 @@ func (s *Service) submissionPrepared(ctx context.Context, space, op string, it p
 	if err != nil {
 		return false, err
 	}
-	_, err = s.blobs.Head(ctx, messageBodyKey(space, sub.ResourceID))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, port.ErrBlobNotFound):
-		return false, nil
-	default:
+	prepared, err := s.sendPrepared(ctx, space, sub.ResourceID)
+	if err != nil {
 		return false, fmt.Errorf("checking a reserved send's body: %w", err)
 	}
+	return prepared, nil
 }
 
 // statsBlobs counts the space's blobs by stage.

@@ -39,11 +39,12 @@ func (s *Service) Status(ctx context.Context, p *Principal, operation, requestID
 	}
 	res := StatusResult{Operation: operation, RequestID: requestID, SubmissionState: sub.State, ResourceID: sub.ResourceID}
 	if sub.State == StateReserved && operation == OpMessageSend {
-		// Prepared = reserved with its immutable body stored (RFC §6.3); no separate write records it.
-		if _, err := s.blobs.Head(ctx, messageBodyKey(p.SpaceID, sub.ResourceID)); err == nil {
-			res.SubmissionState = StatePrepared
-		} else if !errors.Is(err, port.ErrBlobNotFound) {
+		prepared, err := s.sendPrepared(ctx, p.SpaceID, sub.ResourceID)
+		if err != nil {
 			return StatusResult{}, fmt.Errorf("status: checking body: %w", err)
+		}
+		if prepared {
+			res.SubmissionState = StatePrepared
 		}
 	}
 	switch sub.State {
@@ -53,4 +54,18 @@ func (s *Service) Status(ctx context.Context, p *Principal, operation, requestID
 		res.Error = sub.Error
 	}
 	return res, nil
+}
+
+// sendPrepared reports whether a reserved message.send submission (of message msgID) is prepared: its
+// immutable body object is stored (RFC §6.3); no separate write records it.
+func (s *Service) sendPrepared(ctx context.Context, space, msgID string) (bool, error) {
+	_, err := s.blobs.Head(ctx, messageBodyKey(space, msgID))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, port.ErrBlobNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
 }
