@@ -77,12 +77,19 @@ func (s *Service) presignDownload(ctx context.Context, spaceID string, b blobRec
 	if ps == nil || b.State != BlobSealed {
 		return DownloadLink{}, false, nil
 	}
-	req, err := ps.PresignGet(ctx, blobObjectKey(spaceID, b.BlobID), b.ContentType, b.Filename, s.clock.Now().Add(DownloadLinkTTL))
+	return s.downloadLink(ctx, ps, "blob.get", blobObjectKey(spaceID, b.BlobID), b.ContentType, b.Filename)
+}
+
+// downloadLink presigns a GET of the object at key for DownloadLinkTTL. ok is false when the service's clock
+// is behind the store's (port.ErrPresignExpiry): the caller then serves the bytes itself. what names the
+// operation in an error.
+func (s *Service) downloadLink(ctx context.Context, ps port.BlobPresigner, what, key, contentType, filename string) (DownloadLink, bool, error) {
+	req, err := ps.PresignGet(ctx, key, contentType, filename, s.clock.Now().Add(DownloadLinkTTL))
 	if errors.Is(err, port.ErrPresignExpiry) {
-		return DownloadLink{}, false, nil // the service's clock is behind the store's: serve the bytes itself
+		return DownloadLink{}, false, nil
 	}
 	if err != nil {
-		return DownloadLink{}, false, fmt.Errorf("blob.get: presigning the download: %w", err)
+		return DownloadLink{}, false, fmt.Errorf("%s: presigning the download: %w", what, err)
 	}
 	return DownloadLink{URL: req.URL, ExpiresAt: req.ExpiresAt}, true, nil
 }
@@ -172,13 +179,6 @@ func (s *Service) ExportZipLink(ctx context.Context, p *Principal, ex MemoryExpo
 	if werr != nil {
 		return DownloadLink{}, false, werr
 	}
-	name := fmt.Sprintf("%s-r%d.zip", ex.CollectionID, ex.Revision)
-	req, err := ps.PresignGet(ctx, key, ExportContentType, name, s.clock.Now().Add(DownloadLinkTTL))
-	if errors.Is(err, port.ErrPresignExpiry) {
-		return DownloadLink{}, false, nil // the service's clock is behind the store's: the caller streams the archive
-	}
-	if err != nil {
-		return DownloadLink{}, false, fmt.Errorf("export: presigning the download: %w", err)
-	}
-	return DownloadLink{URL: req.URL, ExpiresAt: req.ExpiresAt}, true, nil
+	// ok false (the service's clock is behind the store's): the caller streams the archive.
+	return s.downloadLink(ctx, ps, "export", key, ExportContentType, fmt.Sprintf("%s-r%d.zip", ex.CollectionID, ex.Revision))
 }
