@@ -49,10 +49,6 @@ func (s *Service) presigner() port.BlobPresigner {
 	return p
 }
 
-// DirectTransfer reports whether blob bytes and ZIP exports travel directly between clients and the blob
-// store (presigned requests) rather than through the service.
-func (s *Service) DirectTransfer() bool { return s.presigner() != nil }
-
 // presignUpload turns a pending upload's result into a presigned PUT when the store offers one. An upload
 // whose time passed keeps the service's route, which answers UPLOAD_EXPIRED.
 func (s *Service) presignUpload(ctx context.Context, spaceID string, res BlobPrepareResult) (BlobPrepareResult, error) {
