@@ -481,7 +481,8 @@ func (d *spaceDeleter) flush(ctx context.Context, next string) error {
 		w := d.waitUntil
 		del.WaitUntil = &w
 	}
-	ops := append(d.ops, port.Put(item(keySpace(d.space), spaceWith(sp, del), attrDeletion, itoa(d.ver+1)),
+	sp.Deletion = &del
+	ops := append(d.ops, port.Put(item(keySpace(d.space), sp, attrDeletion, itoa(d.ver+1)),
 		port.AttrEquals(attrDeletion, itoa(d.ver))))
 	if err := s.commitOps(ctx, ops); err != nil {
 		if _, ok := port.FailedOp(err); ok {
@@ -518,11 +519,6 @@ func (d *spaceDeleter) removePending(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func spaceWith(sp Space, del SpaceDeletion) Space {
-	sp.Deletion = &del
-	return sp
 }
 
 // runPhase removes what one phase covers.
