@@ -218,8 +218,14 @@ func (s *Service) actorUpdate(ctx context.Context, spaceID, actorID string, muta
 	if mutate != nil {
 		mutate(&a)
 	}
+	return actorWrite(it, a), a, nil
+}
+
+// actorWrite is the op that writes actor a back over its record it, with its authorization generation
+// incremented and guarded by the generation it holds (authCache relies on every actor change doing so).
+func actorWrite(it port.Item, a Actor) port.Op {
 	gen := genOf(it)
-	return port.Put(item(it.Key, a, attrGen, itoa(gen+1)), port.AttrEquals(attrGen, itoa(gen))), a, nil
+	return port.Put(item(it.Key, a, attrGen, itoa(gen+1)), port.AttrEquals(attrGen, itoa(gen)))
 }
 
 // commitRetry commits ops built by prepare, re-running prepare after a condition failure. No ops means

@@ -11,7 +11,7 @@ const authCacheMax = 4096
 // authEntry is what authentication read for one token digest: the token record, the actor's active grants,
 // and the actor's authorization generation read before both. Every change that can alter them — revoking
 // or rotating the token, revoking the actor, creating or revoking a grant — increments that generation in
-// the same commit (actorUpdate), so while the actor still has generation gen, the entry is exactly what a
+// the same commit (actorWrite), so while the actor still has generation gen, the entry is exactly what a
 // fresh read would return.
 type authEntry struct {
 	tok    Token

@@ -184,8 +184,7 @@ func (s *Service) revokeSpace(ctx context.Context, spaceID string) error {
 				return nil
 			}
 			a.Revoked = true
-			gen := genOf(it)
-			ops = append(ops, port.Put(item(it.Key, a, attrGen, itoa(gen+1)), port.AttrEquals(attrGen, itoa(gen))))
+			ops = append(ops, actorWrite(it, a))
 			if len(ops) < batch {
 				return nil
 			}
