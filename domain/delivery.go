@@ -131,7 +131,7 @@ func (s *Service) announces(ctx context.Context, sub Subscription, fi FeedItem, 
 	if err != nil {
 		return "", fmt.Errorf("feed item %s: visible_seq: %w", fi.ItemID, err)
 	}
-	if seq <= sub.FromSeq || !containsString(sub.EventTypes, EventTypeOf(fi.ItemType)) {
+	if seq <= sub.FromSeq || !slices.Contains(sub.EventTypes, EventTypeOf(fi.ItemType)) {
 		return "not_subscribed", nil
 	}
 	p, err := s.principalOfToken(ctx, sub.SpaceID, sub.TokenID)
@@ -165,15 +165,6 @@ func (s *Service) announces(ctx context.Context, sub Subscription, fi FeedItem, 
 		return "filtered", nil
 	}
 	return "", nil
-}
-
-func containsString(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // DispatchFeedItems derives the deliveries owed for committed feed items: one durable record per (item,
