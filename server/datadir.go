@@ -14,7 +14,7 @@ import (
 // DataFormat names the layout of the data directory this build reads and writes: the item store in
 // items/ (store/pebble, layout pebble.Format), message bodies and blobs in blobs/, and the generated secrets.
 // It is recorded in the directory's FORMAT file on first start and checked on every start.
-const DataFormat = "waypost-data-2"
+const DataFormat = "waypost-data-3"
 
 // formatFile is the file of the data directory that records its DataFormat.
 const formatFile = "FORMAT"

@@ -1,10 +1,10 @@
-// Package pebble is the embedded port.ItemStore on github.com/cockroachdb/pebble/v2, an LSM engine with a
-// write-ahead log and compressed tables. Transaction semantics come from store/kv, shared with the in-memory
+// Package pebble is the embedded port.ItemStore on github.com/cockroachdb/pebble/v2, an LSM engine with
+// compressed tables, behind a write-ahead log of the store's own (the journal, journal.go). Transaction semantics come from store/kv, shared with the in-memory
 // store; this package adds the on-disk layout, group commit, durable reads and error mapping.
 //
 // # Layout
 //
-// The store is one pebble directory. Items live under composite keys
+// The store is one pebble directory, with the journal's segment files in its folder "journal". Items live under composite keys
 //
 //	uvarint(len(PK)) ‖ PK ‖ SK
 //
@@ -29,18 +29,19 @@
 //     hotCache), then the database. A transaction's writes are buffered and join the group's batch only
 //     when it succeeds, so one that fails (condition, counter exhausted, invalid, Build error or panic)
 //     writes nothing and never affects the others;
-//   - it hands the role to the oldest commit still queued, then commits the group's batch with one fsync of
-//     the write-ahead log (pebble.Sync), after the previous group's, and answers the group's callers.
+//   - it hands the role to the oldest commit still queued, then, after the previous group, writes the
+//     group's batch to the journal, applies it to pebble's memtable and fsyncs the journal — itself, with no
+//     log-writer goroutine to hand the write to and be woken by — and answers the group's callers.
 //
 // A lone commit thus runs in its caller's goroutine from start to end. Under load, one caller evaluates the
 // next group while the previous group waits for its fsync, so a group holds every commit that arrived during
 // the previous sync: one fsync per group.
 //
 // Every caller, whatever its outcome, is answered only after its group and every group before it is
-// durable, so no answer rests on state a crash could still lose. A failed WAL write or fsync stops the
-// process: pebble cannot go on after one (it calls its logger's Fatalf, which panics), and the restarted
-// server recovers from the log. Any other failure to commit a group fails the store for good: that group and
-// every later commit fail wrapping port.ErrUnavailable. fsync is on unless Options.NoSync is set (tests only).
+// durable, so no answer rests on state a crash could still lose. A failure to make a group durable (a
+// journal write or fsync, the memtable) fails the store for good: that group and every later commit fail
+// wrapping port.ErrUnavailable, and the restarted server recovers from the journal. fsync is on unless
+// Options.NoSync is set (tests only).
 //
 // # Reads
 //
@@ -78,7 +79,7 @@ import (
 const MaxOps = 1000
 
 // Format names the store's layout, recorded in the store and checked on Open.
-const Format = "waypost-items-pebble-1"
+const Format = "waypost-items-pebble-2"
 
 // Defaults for Options.
 const (
@@ -88,8 +89,7 @@ const (
 	DefaultLockTimeout = 5 * time.Second
 )
 
-// Engine settings. The memtable (and so each write-ahead log file: pebble keeps up to four, recycled) is
-// kept small enough that the log does not dominate a small data directory, and large enough that flushes
+// Engine settings. The memtable is kept small enough that a flush is quick, and large enough that flushes
 // stay rare. L0 gathers l0CompactionThreshold flushed tables before they are compacted into the level below:
 // every L0 table spans nearly the whole key space (a send writes under four key prefixes), so each such
 // compaction rewrites most of that level, and fewer, larger ones rewrite it less often. With 24 MiB
@@ -125,15 +125,18 @@ type Options struct {
 	// OnBatch, when set, is told after every durable write how many commits it carried (group commit) and
 	// how long the write took, its fsync included. It runs on the committer's path: it must be quick.
 	OnBatch func(commits int, d time.Duration)
+
+	// segmentSize is the journal's segment size (0: segmentSize); this package's tests make it small.
+	segmentSize int64
 }
 
 // Store is the embedded port.ItemStore. It is safe for concurrent use.
 type Store struct {
-	db   *pdb.DB
-	lock *pdb.Lock
-	wopt *pdb.WriteOptions
-	max  int
-	log  *slog.Logger
+	db      *pdb.DB
+	lock    *pdb.Lock
+	journal *journal // the write-ahead log, written by the caller making a group durable
+	max     int
+	log     *slog.Logger
 	// onBatch is Options.OnBatch (nil: none).
 	onBatch func(commits int, d time.Duration)
 
@@ -188,7 +191,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
 	po := &pdb.Options{
-		FS:                    engineFS(),
+		FS:                    vfs.Default,
 		FormatMajorVersion:    pdb.FormatNewest,
 		MemTableSize:          memTableSize,
 		CacheSize:             cacheSize,
@@ -196,6 +199,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		L0StopWritesThreshold: l0StopWritesThreshold,
 		Lock:                  lock,
 		Logger:                engineLogger{opts.Logger},
+		// The store writes its own log (journal.go) and pebble none: see Commit in the package doc.
+		DisableWAL: true,
 	}
 	// Bloom filters on every level: most point reads of a commit ask for keys that do not exist yet (the
 	// NotExists conditions of new records), and a filter answers them without reading a data block.
@@ -214,11 +219,25 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, wopt: pdb.Sync, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache), found: make(readCache),
-		onBatch: opts.OnBatch}
-	if opts.NoSync {
-		s.wopt = pdb.NoSync
+	segSize := opts.segmentSize
+	if segSize <= 0 {
+		segSize = segmentSize
 	}
+	j, err := openJournal(dir, segSize, opts.NoSync, opts.Logger, func(repr []byte) error {
+		b := db.NewBatch()
+		defer b.Close()
+		if err := b.SetRepr(slices.Clone(repr)); err != nil {
+			return err
+		}
+		return db.Apply(b, pdb.NoSync)
+	}, db.Flush)
+	if err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, lock: lock, journal: j, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
+		found: make(readCache), onBatch: opts.OnBatch}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
 	return s, nil
@@ -264,7 +283,10 @@ func checkFormat(db *pdb.DB) error {
 	if nonEmpty {
 		return fmt.Errorf("%w: items without a format record", ErrFormat)
 	}
-	return mapErr(db.Set(metaFormat, []byte(Format), pdb.Sync))
+	if err := db.Set(metaFormat, []byte(Format), pdb.NoSync); err != nil {
+		return mapErr(err)
+	}
+	return mapErr(db.Flush()) // the record is written before the journal exists: a flush makes it durable
 }
 
 // Checkpoint writes a consistent copy of the store, as of the call, into dir (which must not exist), while
@@ -272,7 +294,12 @@ func checkFormat(db *pdb.DB) error {
 // links to the store's immutable tables where the file system allows, so it is quick and small; Open reads
 // it as a store of its own. dir must be on the same file system for the links, anywhere otherwise.
 func (s *Store) Checkpoint(dir string) error {
-	if err := s.db.Checkpoint(dir, pdb.WithFlushedWAL()); err != nil {
+	// Every commit answered so far is in the memtable or the tables; the flush puts all of it in the tables,
+	// which is what a checkpoint copies (it has no journal).
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("pebble: checkpoint into %s: %w", dir, mapErr(err))
+	}
+	if err := s.db.Checkpoint(dir); err != nil {
 		return fmt.Errorf("pebble: checkpoint into %s: %w", dir, err)
 	}
 	return nil
@@ -280,7 +307,10 @@ func (s *Store) Checkpoint(dir string) error {
 
 // Close stops accepting commits, waits for the queued ones to be answered and for running reads, and closes
 // the database. Later calls return nil; other operations on a closed store fail with ErrClosed.
-func (s *Store) Close() error {
+func (s *Store) Close() error { return s.close(true) }
+
+// close is Close; with clean false it leaves the journal as a killed process would, unflushed (tests).
+func (s *Store) close(clean bool) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
@@ -293,7 +323,10 @@ func (s *Store) Close() error {
 		s.viewMu.Unlock()
 		s.release(cur)
 		s.snaps.Wait()
-		err := s.db.Close()
+		err := s.journal.close(clean)
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
 		if lerr := s.lock.Close(); err == nil {
 			err = lerr
 		}

@@ -1,0 +1,350 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// smallSegments is a journal segment size that a test fills with a few dozen commits.
+const smallSegments = 64 << 10
+
+// put commits one unconditional put of key with data.
+func put(t *testing.T, s *Store, key port.Key, data []byte) {
+	t.Helper()
+	if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+		return []port.Op{port.Put(port.Item{Key: key, Data: data}, port.Cond{})}, nil
+	}}); err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+}
+
+// del commits the deletion of key.
+func del(t *testing.T, s *Store, key port.Key) {
+	t.Helper()
+	if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+		return []port.Op{port.Delete(key, port.Cond{})}, nil
+	}}); err != nil {
+		t.Fatalf("delete %s: %v", key, err)
+	}
+}
+
+// crash stops the store as a killed process leaves it: the memtable is lost (pebble writes no log of its
+// own), the journal's files stay as they are, nothing is flushed or recycled.
+func crash(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.close(false); err != nil {
+		t.Fatalf("crash: %v", err)
+	}
+}
+
+// settle waits until the journal's flusher has recycled every sealed segment.
+func settle(t *testing.T, s *Store) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.journal.mu.Lock()
+		n := len(s.journal.sealed)
+		s.journal.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sealed segments still not recycled", n)
+		}
+	}
+}
+
+// mustGet reads key and fails the test unless its data is want (nil: absent).
+func mustGet(t *testing.T, s *Store, key port.Key, want []byte) {
+	t.Helper()
+	it, found, err := s.Get(context.Background(), key)
+	switch {
+	case err != nil:
+		t.Fatalf("get %s: %v", key, err)
+	case want == nil && found:
+		t.Fatalf("%s is back (%q) after its deletion", key, truncate(it.Data))
+	case want != nil && !found:
+		t.Fatalf("%s is lost", key)
+	case want != nil && !bytes.Equal(it.Data, want):
+		t.Fatalf("%s = %q, want %q", key, truncate(it.Data), truncate(want))
+	}
+}
+
+func truncate(b []byte) []byte { return b[:min(len(b), 40)] }
+
+// TestJournalReplaysAfterCrash: commits spread over many recycled segments, a key overwritten in each of
+// them and one deleted, then a crash: the reopened store has every commit in its last state. The records of
+// the files' earlier segments, still in the recycled files past the new records, are not replayed (they
+// would bring back an older value of the overwritten key or the deleted one), and the segment files stay
+// few.
+func TestJournalReplaysAfterCrash(t *testing.T) {
+	for _, noSync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noSync=%v", noSync), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "items")
+			opts := Options{NoSync: noSync, segmentSize: smallSegments}
+			s, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pad := strings.Repeat("x", 900)
+			hot, gone := port.Key{PK: "P", SK: "hot"}, port.Key{PK: "P", SK: "gone"}
+			put(t, s, gone, []byte("soon deleted"))
+			const n = 600 // about 600 KB of records: nine segments of 64 KB
+			for i := range n {
+				put(t, s, port.Key{PK: "P", SK: fmt.Sprintf("k%04d", i)}, []byte(fmt.Sprint(i, pad)))
+				put(t, s, hot, []byte(fmt.Sprint("hot ", i, pad)))
+				if i == n/2 {
+					del(t, s, gone)
+				}
+				if i%50 == 49 {
+					settle(t, s) // so that segments are recycled however slow the flushes are next to the commits
+				}
+			}
+			files, err := s.journal.files()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.journal.num < 5 || len(files) > 4 {
+				t.Fatalf("segment %d open, files %v: want many segments in a few recycled files", s.journal.num, files)
+			}
+			crash(t, s)
+
+			s, err = Open(dir, opts)
+			if err != nil {
+				t.Fatalf("reopen after the crash: %v", err)
+			}
+			defer s.Close()
+			for i := range n {
+				mustGet(t, s, port.Key{PK: "P", SK: fmt.Sprintf("k%04d", i)}, []byte(fmt.Sprint(i, pad)))
+			}
+			mustGet(t, s, hot, []byte(fmt.Sprint("hot ", n-1, pad)))
+			mustGet(t, s, gone, nil)
+		})
+	}
+}
+
+// TestJournalTornTail: a crash in the middle of the last record's write (its last byte never reached the
+// disk) loses that record alone; the store opens with every record before it.
+func TestJournalTornTail(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "items")
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		put(t, s, port.Key{PK: "P", SK: fmt.Sprint(i)}, []byte(fmt.Sprint("value ", i)))
+	}
+	seg, end := s.journal.logPath(s.journal.num), s.journal.off
+	crash(t, s)
+
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0}, end-1); err != nil { // the last record's last byte, as a torn write leaves it
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	for i := range 9 {
+		mustGet(t, s, port.Key{PK: "P", SK: fmt.Sprint(i)}, []byte(fmt.Sprint("value ", i)))
+	}
+	mustGet(t, s, port.Key{PK: "P", SK: "9"}, nil)
+}
+
+// TestJournalRecordLargerThanASegment: a group's record larger than a whole segment is written alone into a
+// segment of its own, which grows to hold it, and is replayed after a crash.
+func TestJournalRecordLargerThanASegment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "items")
+	opts := Options{segmentSize: smallSegments}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := []byte("small")
+	big := bytes.Repeat([]byte("b"), 3*smallSegments)
+	put(t, s, port.Key{PK: "P", SK: "1"}, small)
+	put(t, s, port.Key{PK: "P", SK: "2"}, big)
+	put(t, s, port.Key{PK: "P", SK: "3"}, small)
+	crash(t, s)
+	s, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustGet(t, s, port.Key{PK: "P", SK: "1"}, small)
+	mustGet(t, s, port.Key{PK: "P", SK: "2"}, big)
+	mustGet(t, s, port.Key{PK: "P", SK: "3"}, small)
+}
+
+// TestJournalCloseLeavesNothingToReplay: a clean Close flushes the memtable and recycles every segment: the
+// folder then holds one spare file and no segment.
+func TestJournalCloseLeavesNothingToReplay(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "items")
+	s, err := Open(dir, Options{segmentSize: smallSegments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		put(t, s, port.Key{PK: "P", SK: fmt.Sprint(i)}, bytes.Repeat([]byte("v"), 1000))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, journalFolder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || !strings.HasSuffix(entries[0].Name(), ".spare") {
+		t.Fatalf("journal after Close: %v, want one spare file", entries)
+	}
+	s, err = Open(dir, Options{segmentSize: smallSegments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustGet(t, s, port.Key{PK: "P", SK: "199"}, bytes.Repeat([]byte("v"), 1000))
+}
+
+// TestJournalFailureFailsTheStore: after a failed journal write the commit and every later one fail with
+// port.ErrUnavailable, and reads never show the failed commit.
+func TestJournalFailureFailsTheStore(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "items"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put(t, s, port.Key{PK: "P", SK: "before"}, []byte("v"))
+	_ = s.journal.f.Close() // the next write fails
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+				return []port.Op{port.Put(port.Item{Key: port.Key{PK: "P", SK: fmt.Sprint("after", i)}}, port.Cond{})}, nil
+			}})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, port.ErrUnavailable) {
+			t.Fatalf("commit %d after the failed write: %v, want ErrUnavailable", i, err)
+		}
+		mustGet(t, s, port.Key{PK: "P", SK: fmt.Sprint("after", i)}, nil)
+	}
+	mustGet(t, s, port.Key{PK: "P", SK: "before"}, []byte("v"))
+	if _, err := s.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+		return []port.Op{port.Put(port.Item{Key: port.Key{PK: "P", SK: "later"}}, port.Cond{})}, nil
+	}}); !errors.Is(err, port.ErrUnavailable) {
+		t.Fatalf("a later commit: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestJournalRefusesUnknownFiles: a file the journal did not write in its folder stops Open rather than
+// being ignored or removed.
+func TestJournalRefusesUnknownFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "items")
+	s, err := Open(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, journalFolder, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(dir, Options{NoSync: true}); err == nil || !strings.Contains(err.Error(), "notes.txt") {
+		if err == nil {
+			_ = s.Close()
+		}
+		t.Fatalf("open with an unknown file in the journal: %v, want it named", err)
+	}
+}
+
+// TestRecordRoundTrip: a record reads back as written, and a record of another segment, or with any one
+// byte changed, or cut short, ends the segment.
+func TestRecordRoundTrip(t *testing.T) {
+	batch := []byte("a batch representation")
+	rec := appendRecord(nil, 7, batch)
+	got, next, ok := parseRecord(rec, 0, 7)
+	if !ok || !bytes.Equal(got, batch) || next != len(rec) {
+		t.Fatalf("parse = %q, %d, %v", got, next, ok)
+	}
+	if _, _, ok := parseRecord(rec, 0, 8); ok {
+		t.Fatal("a record of segment 7 read as segment 8's")
+	}
+	for i := range rec {
+		bad := bytes.Clone(rec)
+		bad[i] ^= 0x20
+		if _, _, ok := parseRecord(bad, 0, 7); ok {
+			t.Fatalf("byte %d changed, the record still reads", i)
+		}
+	}
+	for n := range len(rec) {
+		if _, _, ok := parseRecord(rec[:n], 0, 7); ok {
+			t.Fatalf("cut to %d bytes, the record still reads", n)
+		}
+	}
+}
+
+// FuzzParseRecord: parsing arbitrary bytes never panics, stays within the data, and whatever it reads is a
+// record appendRecord writes the same.
+func FuzzParseRecord(f *testing.F) {
+	f.Add(appendRecord(nil, 1, []byte("batch")), uint64(1))
+	f.Add(appendRecord(appendRecord(nil, 3, []byte("one")), 3, []byte("two")), uint64(3))
+	f.Add(make([]byte, 64), uint64(1))
+	f.Fuzz(func(t *testing.T, data []byte, n uint64) {
+		for off := 0; ; {
+			batch, next, ok := parseRecord(data, off, n)
+			if !ok {
+				return
+			}
+			if next <= off || next > len(data) {
+				t.Fatalf("next %d after %d in %d bytes", next, off, len(data))
+			}
+			if !bytes.Equal(appendRecord(nil, n, batch), data[off:next]) {
+				t.Fatalf("record at %d does not re-encode to itself", off)
+			}
+			if binary.LittleEndian.Uint64(data[off+8:]) != n {
+				t.Fatal("record of another segment accepted")
+			}
+			off = next
+		}
+	})
+}
+
+// TestJournalReadOnlyUseWritesNoFile: a store opened and only read (a backup being verified) creates no
+// journal file.
+func TestJournalReadOnlyUseWritesNoFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "items")
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, port.Key{PK: "P", SK: "1"}, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, journalFolder))
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("journal folder after reads alone: %v %v, want empty", entries, err)
+	}
+}
