@@ -89,16 +89,21 @@ const (
 	DefaultLockTimeout = 5 * time.Second
 )
 
-// Engine settings. The memtable is kept small enough that a flush is quick, and large enough that flushes
-// stay rare. L0 gathers l0CompactionThreshold flushed tables before they are compacted into the level below:
-// every L0 table spans nearly the whole key space (a send writes under four key prefixes), so each such
-// compaction rewrites most of that level, and fewer, larger ones rewrite it less often. With 24 MiB
-// memtables and a threshold of 8 instead of 16 MiB and pebble's 4, a send cost about a tenth less CPU and
-// the p99 latency at 32 clients fell by about a fifth (docs/benchmarks.md); reads check a few more L0
-// tables' Bloom filters. Pebble charges its memtables (the live one and one being flushed) to the block
-// cache, so the cache is that much larger than the blocks it is meant to hold.
+// Engine settings. The journal decides when the memtable is flushed: sealing a segment (segmentSize of
+// records) flushes it, so that the segment can be recycled. The memtable's capacity is twice a segment's
+// size, so that it does not fill before that flush (it holds a little more than the records: about 40
+// bytes per key of skiplist) and every flush is the journal's, one per segment; with a capacity of about a
+// segment, pebble's own flushes of full memtables came on top of the journal's, a third more flushes and
+// compactions and several µs more CPU per send. L0 gathers l0CompactionThreshold flushed tables before
+// they are compacted into the level below: every L0 table spans nearly the whole key space (a send writes
+// under four key prefixes), so each such compaction rewrites most of that level, and fewer, larger ones
+// rewrite it less often. With 24 MiB memtables and a threshold of 8 instead of 16 MiB and pebble's 4, a
+// send cost about a tenth less CPU and the p99 latency at 32 clients fell by about a fifth
+// (docs/benchmarks.md); reads check a few more L0 tables' Bloom filters. Pebble charges its memtables (the
+// live one and one being flushed) to the block cache, so the cache is that much larger than the blocks it
+// is meant to hold.
 const (
-	memTableSize          = 24 << 20
+	memTableSize          = 2 * segmentSize
 	cacheSize             = 2*memTableSize + 64<<20
 	l0CompactionThreshold = 8
 	l0StopWritesThreshold = 24
