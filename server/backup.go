@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/dirsync"
 	"github.com/waypost/waypost/store/fsblob"
 )
 
@@ -151,7 +152,7 @@ func copyTree(ctx context.Context, src, dst string) (files, size int64, err erro
 		return files, size, err
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := syncDir(dirs[i]); err != nil {
+		if err := dirsync.Sync(dirs[i]); err != nil {
 			return files, size, err
 		}
 	}
@@ -228,5 +229,5 @@ func (s *Server) verifyRestore(ctx context.Context) error {
 	}
 	s.cfg.Logger.Info("restored backup verified", "messages", rep.Messages, "memory_revisions", rep.MemoryRevisions,
 		"blobs", rep.Blobs, "objects", rep.Objects)
-	return syncDir(s.cfg.DataDir)
+	return dirsync.Sync(s.cfg.DataDir)
 }

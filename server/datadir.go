@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/waypost/waypost/internal/dirsync"
 	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/store/pebble"
 )
@@ -68,17 +69,7 @@ func writeFileSync(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir flushes a directory's entries to the disk.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return dirsync.Sync(filepath.Dir(path))
 }
 
 // openItems opens the item store of a data directory.

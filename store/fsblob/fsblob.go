@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/dirsync"
 )
 
 // MaxKeyBytes is the longest key, as on S3.
@@ -398,15 +399,7 @@ func (s *Store) syncDir(dir string) error {
 	if s.noSync {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return dirsync.Sync(dir)
 }
 
 // ioErr marks a file-system failure as transient.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/waypost/waypost/internal/dirsync"
 )
 
 // The journal is the store's write-ahead log, written in place of pebble's own (which the store disables):
@@ -234,7 +236,7 @@ func (j *journal) open(n uint64) error {
 		}
 	}
 	if err == nil && !j.noSync {
-		err = syncDir(j.dir)
+		err = dirsync.Sync(j.dir)
 	}
 	if err != nil {
 		if f != nil {
@@ -447,17 +449,4 @@ func (j *journal) files() ([]string, error) {
 		names[i] = e.Name()
 	}
 	return names, nil
-}
-
-// syncDir makes the folder's entries (a created or renamed file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
