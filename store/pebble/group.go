@@ -161,7 +161,7 @@ func (s *Store) evaluate(g *group, r *request) {
 	}
 }
 
-// makeDurable commits the group's batch (one WAL fsync) after the previous group's, publishes the new durable
+// makeDurable writes the group's batch (one journal fsync) after the previous group's, publishes the new durable
 // view and answers the group's callers.
 func (s *Store) makeDurable(g *group) {
 	if g.prevSynced != nil {

@@ -43,7 +43,7 @@ func New() *Recorder {
 			Help:    "Operations (puts, deletes, checks) in one store transaction.",
 			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100}}),
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "waypost", Subsystem: "store", Name: "batch_transactions",
-			Help:    "Transactions carried by one durable write of the embedded store (group commit: one WAL sync).",
+			Help:    "Transactions carried by one durable write of the embedded store (group commit: one journal fsync).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
 		batchTimes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "waypost", Subsystem: "store", Name: "batch_duration_seconds",
 			Help:    "Time of one durable write of the embedded store (group commit), sync included.",
