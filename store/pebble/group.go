@@ -170,7 +170,7 @@ func (s *Store) makeDurable(g *group) {
 	err := s.failure()
 	if err == nil && g.batch != nil {
 		start := time.Now()
-		if werr := s.write(g.batch, len(g.reqs) >= parallelApply); werr != nil {
+		if werr := s.write(g.batch); werr != nil {
 			err = s.fail(werr)
 		} else {
 			s.publishView(g.writes)
@@ -194,34 +194,24 @@ func (s *Store) makeDurable(g *group) {
 	}
 }
 
-// parallelApply is the smallest group whose batch is applied to the memtable in a goroutine of its own while
-// the journal is synced: a lone commit's batch is applied in less time than a goroutine takes to be woken.
-const parallelApply = 4
-
-// write makes a group's batch durable: its record is written to the journal, the batch applied to the
-// memtable and the journal synced; the caller syncs, and applies a small batch itself before the sync
-// (parallel false). The memtable is not a reader's view (readers read the snapshot publishView takes after
-// this returns), and the committer sees the group in inflight whether or not it is applied, so applying
-// before the sync completes exposes nothing that is not durable. After a failed write or sync the journal
-// takes nothing more and the store fails (Store.fail): the batch may be in the memtable, but no view will
-// ever show it, and a restart recovers what the journal holds.
-func (s *Store) write(b *pdb.Batch, parallel bool) error {
+// write makes a group's batch durable: its record is written to the journal and synced, then the batch is
+// applied to the memtable. The batch reaches the memtable only once its record is durable: a memtable flush
+// (the journal's flusher, Checkpoint, pebble's own) may write the memtable to tables at any moment, and a
+// batch flushed before its record is durable would, after a power loss that took the record, stay in the
+// tables while replaying the earlier records put the keys it overwrote back to their older values — half a
+// commit. After a failed write or sync the journal takes nothing more and the store fails (Store.fail): a
+// restart recovers what the journal holds.
+func (s *Store) write(b *pdb.Batch) error {
 	if err := s.journal.append(b.Repr()); err != nil {
 		return err
 	}
-	if !parallel {
-		if err := b.Commit(pdb.NoSync); err != nil {
-			return mapErr(err)
-		}
-		return s.journal.sync()
+	if s.beforeSync != nil {
+		s.beforeSync()
 	}
-	applied := make(chan error, 1)
-	go func() { applied <- b.Commit(pdb.NoSync) }()
-	serr := s.journal.sync()
-	if aerr := <-applied; aerr != nil {
-		return mapErr(aerr)
+	if err := s.journal.sync(); err != nil {
+		return err
 	}
-	return serr
+	return mapErr(b.Commit(pdb.NoSync))
 }
 
 // txView is one commit's view for kv.Commit: its own buffered writes, then its group's, then those of the

@@ -30,8 +30,9 @@
 //     when it succeeds, so one that fails (condition, counter exhausted, invalid, Build error or panic)
 //     writes nothing and never affects the others;
 //   - it hands the role to the oldest commit still queued, then, after the previous group, writes the
-//     group's batch to the journal, applies it to pebble's memtable and fsyncs the journal — itself, with no
-//     log-writer goroutine to hand the write to and be woken by — and answers the group's callers.
+//     group's batch to the journal and fsyncs it — itself, with no log-writer goroutine to hand the write to
+//     and be woken by — then applies the batch to pebble's memtable (only then: a memtable flush must never
+//     take a batch whose record is not durable) and answers the group's callers.
 //
 // A lone commit thus runs in its caller's goroutine from start to end. Under load, one caller evaluates the
 // next group while the previous group waits for its fsync, so a group holds every commit that arrived during
@@ -170,6 +171,9 @@ type Store struct {
 
 	// failWrite, set only by this package's tests before use, makes item writes fail.
 	failWrite func(port.Key) error
+	// beforeSync, set only by this package's tests before use, runs between a group's journal write and its
+	// fsync.
+	beforeSync func()
 }
 
 var _ port.ItemStore = (*Store)(nil)
