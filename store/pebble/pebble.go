@@ -149,8 +149,8 @@ type Store struct {
 	mu         sync.Mutex // guards queue, evaluating and closing
 	queue      []*request
 	evaluating bool           // a caller holds the committer role
-	closing    bool           // Close was called: no more commits
-	active     sync.WaitGroup // commits not answered yet
+	closing    bool           // Close was called: no more commits or checkpoints
+	active     sync.WaitGroup // commits not answered yet, checkpoints not done
 
 	// Owned by the caller holding the committer role (handed over under mu).
 	inflight []*group // evaluated, not known to be applied yet; oldest first
@@ -303,6 +303,14 @@ func checkFormat(db *pdb.DB) error {
 // links to the store's immutable tables where the file system allows, so it is quick and small; Open reads
 // it as a store of its own. dir must be on the same file system for the links, anywhere otherwise.
 func (s *Store) Checkpoint(dir string) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return fmt.Errorf("pebble: checkpoint into %s: %w", dir, ErrClosed)
+	}
+	s.active.Add(1) // Close waits for it before closing the database
+	s.mu.Unlock()
+	defer s.active.Done()
 	// Every commit answered so far is in the memtable or the tables; the flush puts all of it in the tables,
 	// which is what a checkpoint copies (it has no journal).
 	if err := s.db.Flush(); err != nil {
@@ -314,8 +322,9 @@ func (s *Store) Checkpoint(dir string) error {
 	return nil
 }
 
-// Close stops accepting commits, waits for the queued ones to be answered and for running reads, and closes
-// the database. Later calls return nil; other operations on a closed store fail with ErrClosed.
+// Close stops accepting commits and checkpoints, waits for the queued commits to be answered, for running
+// checkpoints and for running reads, and closes the database. Later calls return nil; other operations on a
+// closed store fail with ErrClosed.
 func (s *Store) Close() error { return s.close(true) }
 
 // close is Close; with clean false it leaves the journal as a killed process would, unflushed (tests).
