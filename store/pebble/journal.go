@@ -90,6 +90,14 @@ func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, 
 	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
+	// The folder's own entry in the store's directory: until that directory is synced, a power loss may take
+	// the folder, and every segment in it, however synced the segments are. pebble syncs the directory
+	// when it writes tables, but the first segment's records are acknowledged long before that.
+	if !noSync {
+		if err := dirsync.Sync(storeDir); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	}
 	logs, spares, err := j.list()
 	if err != nil {
 		return nil, err
