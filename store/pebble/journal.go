@@ -63,14 +63,15 @@ type journal struct {
 	sealed []uint64   // sealed segments not yet recycled, oldest first
 	opened uint64     // the newest segment opened, 0 before the first
 
-	flushReq chan struct{} // wakes the flusher: sealed has grown
+	flushReq chan struct{} // wakes the flusher: a segment was sealed or opened
 	stopped  chan struct{} // closed when the flusher has returned
 }
 
 const (
 	journalFolder = "journal"
-	// segmentSize is the default journal segment size: about the memtable's, so that sealing a segment
-	// forces few memtable flushes that pebble would not have made anyway.
+	// segmentSize is the default journal segment size. Sealing a segment flushes the memtable, whose
+	// capacity is twice this (memTableSize), so that it is the journal, not a full memtable, that decides
+	// every flush: one per segment.
 	segmentSize  = 32 << 20
 	recordHeader = 16
 	zeroChunk    = 1 << 20
