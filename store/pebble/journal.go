@@ -143,6 +143,9 @@ func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, 
 	case last != 0:
 		j.spare = last
 	}
+	if err := j.syncFolder(len(logs)+len(spares) > 0); err != nil {
+		return nil, err
+	}
 	j.num = last + 1
 	go j.flusher()
 	return j, nil
@@ -417,6 +420,20 @@ func (j *journal) recycle(sealed []uint64) error {
 		}
 		j.sealed = slices.DeleteFunc(j.sealed, func(s uint64) bool { return s == n })
 		j.mu.Unlock()
+	}
+	return j.syncFolder(len(sealed) > 0)
+}
+
+// syncFolder, when changed and fsync is on, makes the folder's renames and removals durable before any
+// later one: replayed alone, without the segments after it, a segment whose removal a power loss undid
+// would put keys back to older values, so the removal of one segment must not outlive the next one's on a
+// file system that does not keep the order of directory updates.
+func (j *journal) syncFolder(changed bool) error {
+	if !changed || j.noSync {
+		return nil
+	}
+	if err := dirsync.Sync(j.dir); err != nil {
+		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
 }

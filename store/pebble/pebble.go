@@ -298,8 +298,9 @@ func checkFormat(db *pdb.DB) error {
 	return mapErr(db.Flush()) // the record is written before the journal exists: a flush makes it durable
 }
 
-// Checkpoint writes a consistent copy of the store, as of the call, into dir (which must not exist), while
-// the store keeps serving: every commit answered before the call is in it, none after. Its files are hard
+// Checkpoint writes a consistent copy of the store into dir (which must not exist), while the store keeps
+// serving: every commit answered before the call is in it, each commit whole, and the commits in it are a
+// prefix of the store's (a flush during the call may add groups answered meanwhile). Its files are hard
 // links to the store's immutable tables where the file system allows, so it is quick and small; Open reads
 // it as a store of its own. dir must be on the same file system for the links, anywhere otherwise.
 func (s *Store) Checkpoint(dir string) error {
