@@ -46,6 +46,7 @@ type Fixture struct {
 	Svc     *domain.Service
 	Backend Backend
 	Clock   *Clock
+	cfg     domain.Config
 	seq     atomic.Int64
 }
 
@@ -63,9 +64,20 @@ func New(t testing.TB, nb NewBackend, cfg func(*domain.Config)) *Fixture {
 	if err != nil {
 		t.Fatalf("domain.New: %v", err)
 	}
-	f := &Fixture{T: t, Svc: svc, Backend: b, Clock: clock}
+	f := &Fixture{T: t, Svc: svc, Backend: b, Clock: clock, cfg: c}
 	f.Client = f.With(t)
 	return f
+}
+
+// OtherProcess returns a second service with the fixture's config over the same backend and clock: another
+// process (a Lambda instance) with caches of its own.
+func (f *Fixture) OtherProcess() *domain.Service {
+	f.T.Helper()
+	svc, err := domain.New(f.cfg)
+	if err != nil {
+		f.T.Fatalf("domain.New: %v", err)
+	}
+	return svc
 }
 
 // RID returns a fresh request ID.
