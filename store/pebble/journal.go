@@ -292,20 +292,17 @@ func (j *journal) append(batch []byte) error {
 	}
 	if j.f == nil {
 		if err := j.open(j.num); err != nil {
-			j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
-			return err
+			return j.broken(err)
 		}
 	}
 	if j.off > 0 && j.off+recordHeader+int64(len(batch)) > j.segSize {
 		if err := j.seal(); err != nil {
-			j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
-			return err
+			return j.broken(err)
 		}
 	}
 	j.rec = appendRecord(j.rec[:0], j.num, batch)
 	if _, err := j.f.WriteAt(j.rec, j.off); err != nil {
-		j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
-		return fmt.Errorf("journal: write: %w", mapErr(err))
+		return j.broken(fmt.Errorf("journal: write: %w", mapErr(err)))
 	}
 	j.off += int64(len(j.rec))
 	if cap(j.rec) > 4*zeroChunk {
@@ -323,10 +320,15 @@ func (j *journal) sync() error {
 		return nil
 	}
 	if err := syncData(j.f); err != nil {
-		j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
-		return fmt.Errorf("journal: sync: %w", mapErr(err))
+		return j.broken(fmt.Errorf("journal: sync: %w", mapErr(err)))
 	}
 	return nil
+}
+
+// broken records err as the failure after which the journal takes nothing more, and returns it.
+func (j *journal) broken(err error) error {
+	j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
+	return err
 }
 
 // seal closes the current segment, hands it to the flusher and opens the next. Every record of the
@@ -462,17 +464,4 @@ func (j *journal) close(clean bool) error {
 	}
 	j.f = nil
 	return j.recycle(sealed)
-}
-
-// files returns the names of the journal's files, for tests.
-func (j *journal) files() ([]string, error) {
-	entries, err := os.ReadDir(j.dir)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
-	}
-	return names, nil
 }
