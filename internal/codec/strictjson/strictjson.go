@@ -53,15 +53,13 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // MaxDepth is the maximum nesting depth of arrays and objects accepted by
 // [Decode], [DecodeBytes] and [CheckSyntax]. The top-level object is depth 1.
 const MaxDepth = 32
-
-// maxPointerLen bounds how much of a JSON pointer (which holds the caller's member names) is copied into a
-// message: never more than the first 100 bytes of a caller's value.
-const maxPointerLen = 100
 
 var (
 	// ErrInvalid is wrapped by every error that rejects the request bytes
@@ -80,7 +78,7 @@ type Error struct {
 	// Err is ErrInvalid or ErrTooLarge.
 	Err error
 	// Pointer is the RFC 6901 JSON pointer of the offending value or member
-	// ("" means the whole document). It is truncated if very long.
+	// ("" means the whole document). It is clipped to its first echo.MaxBytes bytes.
 	Pointer string
 	// Offset is the byte offset in the body at or after which the problem
 	// was found, or -1 if unknown.
@@ -114,18 +112,8 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 func invalid(ptr string, offset int64, reason string) *Error {
-	return &Error{Err: ErrInvalid, Pointer: truncatePointer(ptr), Offset: offset, Reason: reason}
-}
-
-func truncatePointer(p string) string {
-	if len(p) <= maxPointerLen {
-		return p
-	}
-	cut := maxPointerLen
-	for cut > 0 && !utf8.RuneStart(p[cut]) {
-		cut--
-	}
-	return p[:cut] + "…"
+	// A JSON pointer holds the caller's member names: it is clipped like any caller's value in a message.
+	return &Error{Err: ErrInvalid, Pointer: echo.Clip(ptr), Offset: offset, Reason: reason}
 }
 
 // Decode reads a request body from r and decodes it strictly into v, which

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/waypost/waypost/internal/echo"
 )
 
 type testBody struct {
@@ -204,7 +206,7 @@ func TestLongPointerIsTruncated(t *testing.T) {
 	if !ok {
 		t.Fatalf("got %v", err)
 	}
-	if len(serr.Pointer) > maxPointerLen+len("…") {
+	if len(serr.Pointer) > echo.MaxBytes+len("…") {
 		t.Errorf("pointer not truncated: %d bytes", len(serr.Pointer))
 	}
 }
