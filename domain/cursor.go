@@ -32,10 +32,25 @@ func (c cursorCodec) mac(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// seal signs a cursor body: base64url(JSON body) "." base64url(HMAC-SHA256 of that).
+func (c cursorCodec) seal(body any) string {
+	payload := base64.RawURLEncoding.EncodeToString(encode(body))
+	return payload + "." + c.mac(payload)
+}
+
+// open verifies a sealed cursor's integrity and decodes its body into body; it reports whether both worked.
+func (c cursorCodec) open(s string, body any) bool {
+	payload, sig, ok := strings.Cut(s, ".")
+	if !ok || len(s) > 2048 || !hmac.Equal([]byte(sig), []byte(c.mac(payload))) {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	return err == nil && json.Unmarshal(raw, body) == nil
+}
+
 func (c cursorCodec) encode(b cursorBody) string {
 	b.Proto = cursorProtocol
-	payload := base64.RawURLEncoding.EncodeToString(encode(b))
-	return payload + "." + c.mac(payload)
+	return c.seal(b)
 }
 
 var errInvalidCursor = Errorf(CodeInvalidCursor, "the cursor is not a valid cursor of this service")
@@ -43,15 +58,7 @@ var errInvalidCursor = Errorf(CodeInvalidCursor, "the cursor is not a valid curs
 // decode verifies integrity and protocol; scope checks are the caller's.
 func (c cursorCodec) decode(s string) (cursorBody, error) {
 	var b cursorBody
-	payload, sig, ok := strings.Cut(s, ".")
-	if !ok || len(s) > 2048 || !hmac.Equal([]byte(sig), []byte(c.mac(payload))) {
-		return b, errInvalidCursor
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil {
-		return b, errInvalidCursor
-	}
-	if err := json.Unmarshal(raw, &b); err != nil || b.Proto != cursorProtocol {
+	if !c.open(s, &b) || b.Proto != cursorProtocol {
 		return b, errInvalidCursor
 	}
 	return b, nil

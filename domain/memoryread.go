@@ -2,8 +2,6 @@ package domain
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -48,18 +46,12 @@ const memoryCursorProtocol = "wpm1"
 
 func (c cursorCodec) encodeMemory(b memoryCursorBody) string {
 	b.Proto = memoryCursorProtocol
-	payload := base64.RawURLEncoding.EncodeToString(encode(b))
-	return payload + "." + c.mac(payload)
+	return c.seal(b)
 }
 
 func (c cursorCodec) decodeMemory(s string) (memoryCursorBody, error) {
 	var b memoryCursorBody
-	payload, sig, ok := strings.Cut(s, ".")
-	if !ok || len(s) > 2048 || !hmac.Equal([]byte(sig), []byte(c.mac(payload))) {
-		return b, errInvalidCursor
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil || json.Unmarshal(raw, &b) != nil || b.Proto != memoryCursorProtocol {
+	if !c.open(s, &b) || b.Proto != memoryCursorProtocol {
 		return b, errInvalidCursor
 	}
 	return b, nil
