@@ -399,17 +399,8 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	if e.err != nil {
 		return 0, e.err
 	}
-	if e.left == 0 {
-		var one [1]byte
-		n, err := io.ReadFull(e.r, one[:])
-		switch {
-		case n > 0:
-			e.err = errLongBody
-		case err == io.EOF:
-			e.err = io.EOF
-		default:
-			e.err = err
-		}
+	if e.left == 0 { // an empty body
+		e.err = e.end()
 		return 0, e.err
 	}
 	if int64(len(p)) > e.left {
@@ -419,17 +410,9 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	e.left -= int64(n)
 	if e.left == 0 {
 		// Look ahead before giving out the last bytes: a longer body must not reach the server whole.
-		var one [1]byte
-		m, perr := io.ReadFull(e.r, one[:])
-		switch {
-		case m > 0:
-			e.err = errLongBody
-			return 0, e.err
-		case perr != io.EOF:
-			e.err = perr
+		if e.err = e.end(); e.err != io.EOF {
 			return 0, e.err
 		}
-		e.err = io.EOF
 		return n, io.EOF
 	}
 	switch {
@@ -441,6 +424,20 @@ func (e *exactReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// end looks one byte ahead once all declared bytes were read: io.EOF when r ends there, errLongBody when it
+// has more, or r's error.
+func (e *exactReader) end() error {
+	var one [1]byte
+	n, err := io.ReadFull(e.r, one[:])
+	switch {
+	case n > 0:
+		return errLongBody
+	case err == io.EOF:
+		return io.EOF
+	}
+	return err
 }
 
 // fail turns the reader's failure into Put's error.
