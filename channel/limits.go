@@ -61,25 +61,20 @@ func DefaultLimits() Limits {
 // withDefaults replaces every zero or negative field by its default.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxChannels <= 0 {
-		l.MaxChannels = d.MaxChannels
-	}
-	if l.MaxSubscriptionsPerChannel <= 0 {
-		l.MaxSubscriptionsPerChannel = d.MaxSubscriptionsPerChannel
-	}
-	if l.MaxBacklogBytes <= 0 {
-		l.MaxBacklogBytes = d.MaxBacklogBytes
-	}
-	if l.MaxTextBytes <= 0 {
-		l.MaxTextBytes = d.MaxTextBytes
-	}
-	if l.MaxReasonBytes <= 0 {
-		l.MaxReasonBytes = d.MaxReasonBytes
-	}
-	if l.MaxWaitTimeout <= 0 {
-		l.MaxWaitTimeout = d.MaxWaitTimeout
-	}
+	orDefault(&l.MaxChannels, d.MaxChannels)
+	orDefault(&l.MaxSubscriptionsPerChannel, d.MaxSubscriptionsPerChannel)
+	orDefault(&l.MaxBacklogBytes, d.MaxBacklogBytes)
+	orDefault(&l.MaxTextBytes, d.MaxTextBytes)
+	orDefault(&l.MaxReasonBytes, d.MaxReasonBytes)
+	orDefault(&l.MaxWaitTimeout, d.MaxWaitTimeout)
 	return l
+}
+
+// orDefault replaces a zero or negative limit by its default.
+func orDefault[T ~int | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // BacklogReason returns the end reason reported by Wait for a subscription
