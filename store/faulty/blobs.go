@@ -96,13 +96,9 @@ func (s *BlobStore) Reset() {
 	s.mu.Unlock()
 }
 
-func fire(faults []armedFault[KeyFault], key, what string) error {
-	for _, f := range faults {
-		if (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
-			return f.a.err(what + " " + key)
-		}
-	}
-	return nil
+// fireKey fires the first armed key fault that accepts key.
+func fireKey(faults *registry[KeyFault], key, what string) error {
+	return fire(faults.snapshot(), func(f KeyFault) bool { return matches(f.Match, key) }, what+" "+key)
 }
 
 // Put runs the BeforePut hook, then stores through the inner store, injecting an armed fault before or after
@@ -126,26 +122,22 @@ func (s *BlobStore) Put(ctx context.Context, key string, size int64, sha256 stri
 // put stores through the inner store, injecting an armed fault before or after storing.
 func (s *BlobStore) put(ctx context.Context, key string, size int64, sha256 string, r io.Reader) (port.BlobInfo, error) {
 	faults := s.puts.snapshot()
-	for _, f := range faults {
-		if !f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
-			return port.BlobInfo{}, f.a.err("blob put before storing " + key)
-		}
+	if err := fire(faults, func(f PutFault) bool { return !f.After && matches(f.Match, key) }, "blob put before storing "+key); err != nil {
+		return port.BlobInfo{}, err
 	}
 	info, err := s.inner.Put(ctx, key, size, sha256, r)
 	if err != nil {
 		return info, err
 	}
-	for _, f := range faults {
-		if f.spec.After && (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
-			return port.BlobInfo{}, f.a.err("blob put stored, response lost " + key)
-		}
+	if err := fire(faults, func(f PutFault) bool { return f.After && matches(f.Match, key) }, "blob put stored, response lost "+key); err != nil {
+		return port.BlobInfo{}, err
 	}
 	return info, nil
 }
 
 // Head reads through the inner store unless a Head fault fires.
 func (s *BlobStore) Head(ctx context.Context, key string) (port.BlobInfo, error) {
-	if err := fire(s.heads.snapshot(), key, "blob head"); err != nil {
+	if err := fireKey(&s.heads, key, "blob head"); err != nil {
 		return port.BlobInfo{}, err
 	}
 	return s.inner.Head(ctx, key)
@@ -153,7 +145,7 @@ func (s *BlobStore) Head(ctx context.Context, key string) (port.BlobInfo, error)
 
 // Get reads through the inner store unless a Get fault fires.
 func (s *BlobStore) Get(ctx context.Context, key string) (io.ReadCloser, port.BlobInfo, error) {
-	if err := fire(s.gets.snapshot(), key, "blob get"); err != nil {
+	if err := fireKey(&s.gets, key, "blob get"); err != nil {
 		return nil, port.BlobInfo{}, err
 	}
 	return s.inner.Get(ctx, key)
@@ -161,7 +153,7 @@ func (s *BlobStore) Get(ctx context.Context, key string) (io.ReadCloser, port.Bl
 
 // Delete deletes through the inner store unless a Delete fault fires.
 func (s *BlobStore) Delete(ctx context.Context, key string) error {
-	if err := fire(s.deletes.snapshot(), key, "blob delete"); err != nil {
+	if err := fireKey(&s.deletes, key, "blob delete"); err != nil {
 		return err
 	}
 	return s.inner.Delete(ctx, key)

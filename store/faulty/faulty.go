@@ -157,6 +157,20 @@ func (r *registry[F]) snapshot() []armedFault[F] {
 	return append([]armedFault[F](nil), live...)
 }
 
+// fire returns the error of the first armed fault that accepts the call and fires on it (see Armed.hit),
+// or nil. what names the call in the injected error.
+func fire[F any](faults []armedFault[F], accepts func(F) bool, what string) error {
+	for _, f := range faults {
+		if accepts(f.spec) && f.a.hit() {
+			return f.a.err(what)
+		}
+	}
+	return nil
+}
+
+// matches applies a fault's Match to a call: a nil Match accepts every call.
+func matches[T any](match func(T) bool, v T) bool { return match == nil || match(v) }
+
 func (r *registry[F]) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

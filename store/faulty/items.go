@@ -127,10 +127,8 @@ func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, err
 	if _, _, r := s.hooks(); r.roll(planRead) {
 		return port.Item{}, false, randomErr("get " + key.String())
 	}
-	for _, f := range s.gets.snapshot() {
-		if (f.spec.Match == nil || f.spec.Match(key)) && f.a.hit() {
-			return port.Item{}, false, f.a.err("get " + key.String())
-		}
+	if err := fire(s.gets.snapshot(), func(f GetFault) bool { return matches(f.Match, key) }, "get "+key.String()); err != nil {
+		return port.Item{}, false, err
 	}
 	return s.inner.Get(ctx, key)
 }
@@ -145,10 +143,8 @@ func (s *ItemStore) Query(ctx context.Context, q port.Query) ([]port.Item, error
 	if r.roll(planRead) {
 		return nil, randomErr("query " + q.PK)
 	}
-	for _, f := range s.queries.snapshot() {
-		if (f.spec.Match == nil || f.spec.Match(q)) && f.a.hit() {
-			return nil, f.a.err("query " + q.PK)
-		}
+	if err := fire(s.queries.snapshot(), func(f QueryFault) bool { return matches(f.Match, q) }, "query "+q.PK); err != nil {
+		return nil, err
 	}
 	return s.inner.Query(ctx, q)
 }
@@ -253,10 +249,8 @@ func (s *ItemStore) commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	mu.Lock()
 	ops := lastOps
 	mu.Unlock()
-	for _, f := range faults {
-		if f.spec.After && (f.spec.Match == nil || f.spec.Match(ops)) && f.a.hit() {
-			return 0, f.a.err("commit applied, response lost")
-		}
+	if err := fire(faults, func(f CommitFault) bool { return f.After && matches(f.Match, ops) }, "commit applied, response lost"); err != nil {
+		return 0, err
 	}
 	return first, nil
 }
