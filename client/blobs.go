@@ -2,16 +2,14 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/verified"
 )
 
 // Blobs (RFC §9). A blob is uploaded in three steps, each safe to repeat:
@@ -85,7 +83,8 @@ func (c *Client) GetBlob(ctx context.Context, blobID string) (domain.BlobInfo, e
 
 // BlobContent is an open download of a sealed blob's bytes. Read verifies as it goes: at the end of the
 // content it returns an error wrapping ErrContentMismatch, instead of io.EOF, when the bytes read do not
-// have the announced size and SHA-256. Close it when done.
+// have the announced size and SHA-256 (and as soon as more bytes come than announced, without handing them
+// out). Close it when done.
 type BlobContent struct {
 	// SizeBytes is the announced size (Content-Length).
 	SizeBytes int64
@@ -94,38 +93,20 @@ type BlobContent struct {
 	// ContentType is the blob's media type.
 	ContentType string
 
-	body io.ReadCloser
-	h    hash.Hash
-	n    int64
-	err  error
+	body    io.ReadCloser
+	content *verified.Reader
 }
 
 // Read reads the content, verifying size and SHA-256 at its end.
 func (b *BlobContent) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
+	n, err := b.content.Read(p)
+	if err == nil || err == io.EOF {
+		return n, err
 	}
-	n, err := b.body.Read(p)
-	b.n += int64(n)
-	b.h.Write(p[:n])
-	switch {
-	case b.n > b.SizeBytes:
-		b.err = fmt.Errorf("%w: more than %d bytes", ErrContentMismatch, b.SizeBytes)
-		return n, b.err
-	case err == io.EOF:
-		if b.n != b.SizeBytes {
-			b.err = fmt.Errorf("%w: got %d of %d bytes", ErrContentMismatch, b.n, b.SizeBytes)
-		} else if got := hex.EncodeToString(b.h.Sum(nil)); got != b.SHA256 {
-			b.err = fmt.Errorf("%w: got sha256 %s, want %s", ErrContentMismatch, got, b.SHA256)
-		} else {
-			b.err = io.EOF
-		}
-		return n, b.err
-	case err != nil:
-		b.err = fmt.Errorf("client: reading blob content: %w", err)
-		return n, b.err
+	if m, ok := errors.AsType[*verified.Mismatch](err); ok {
+		return n, fmt.Errorf("%w: %w", ErrContentMismatch, m)
 	}
-	return n, nil
+	return n, fmt.Errorf("client: reading blob content: %w", err)
 }
 
 // Close releases the download.
@@ -146,5 +127,6 @@ func (c *Client) OpenBlobContent(ctx context.Context, blobID string) (*BlobConte
 		return nil, &TransportError{Method: http.MethodGet, Path: path, HTTPStatus: resp.StatusCode,
 			Err: errors.New("blob content response without Content-Length and a SHA-256 ETag")}
 	}
-	return &BlobContent{SizeBytes: size, SHA256: etag, ContentType: resp.Header.Get("Content-Type"), body: resp.Body, h: sha256.New()}, nil
+	return &BlobContent{SizeBytes: size, SHA256: etag, ContentType: resp.Header.Get("Content-Type"), body: resp.Body,
+		content: verified.NewReader(resp.Body, size, etag)}, nil
 }

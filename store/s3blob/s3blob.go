@@ -40,7 +40,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"strings"
@@ -55,6 +54,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/verified"
 	"github.com/waypost/waypost/store/fsblob"
 )
 
@@ -289,7 +289,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, port.BlobIn
 			return nil, port.BlobInfo{}, fmt.Errorf("s3blob: get %s: %w", key, err)
 		}
 	}
-	return &verifyingReader{rc: out.Body, h: sha256.New(), want: info, key: key}, info, nil
+	return &verifyingReader{rc: out.Body, content: verified.NewReader(out.Body, info.Size, info.SHA256), key: key}, info, nil
 }
 
 // Delete removes an object; an absent object is not an error.
@@ -449,41 +449,26 @@ func (e *exactReader) fail(key string) error {
 	return fmt.Errorf("s3blob: put %s: reading body: %w", key, e.err)
 }
 
-// verifyingReader hashes and counts what it reads and checks both at the end.
+// verifyingReader checks what Get reads against the object's recorded size and digest (verified.Reader).
 type verifyingReader struct {
-	rc   io.ReadCloser
-	h    hash.Hash
-	n    int64
-	want port.BlobInfo
-	key  string
-	err  error
+	rc      io.ReadCloser
+	content *verified.Reader
+	key     string
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
-	if v.err != nil {
-		return 0, v.err
+	n, err := v.content.Read(p)
+	if err == nil || err == io.EOF {
+		return n, err
 	}
-	n, err := v.rc.Read(p)
-	v.h.Write(p[:n])
-	v.n += int64(n)
-	if v.n > v.want.Size {
-		v.err = fmt.Errorf("s3blob: get %s: more than %d bytes: %w", v.key, v.want.Size, port.ErrBlobSize)
-		return 0, v.err
-	}
-	if err == io.EOF {
-		if v.n != v.want.Size {
-			v.err = fmt.Errorf("s3blob: get %s: %d bytes, want %d: %w", v.key, v.n, v.want.Size, port.ErrBlobSize)
-			return n, v.err
+	if m, ok := errors.AsType[*verified.Mismatch](err); ok {
+		sentinel := port.ErrBlobSize
+		if m.Digest() {
+			sentinel = port.ErrBlobChecksum
 		}
-		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want.SHA256 {
-			v.err = fmt.Errorf("s3blob: get %s: sha256 %s, want %s: %w", v.key, got, v.want.SHA256, port.ErrBlobChecksum)
-			return n, v.err
-		}
-		v.err = io.EOF
-	} else if err != nil {
-		v.err = fmt.Errorf("s3blob: get %s: %w", v.key, classify(err))
+		return n, fmt.Errorf("s3blob: get %s: %w: %w", v.key, m, sentinel)
 	}
-	return n, v.err
+	return n, fmt.Errorf("s3blob: get %s: %w", v.key, classify(err))
 }
 
 func (v *verifyingReader) Close() error { return v.rc.Close() }
