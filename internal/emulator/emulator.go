@@ -95,9 +95,10 @@ type Spec struct {
 	Env []string
 }
 
-// StartInstalled starts the emulator binary called s.Name (found by FindBinary with binEnv), for a test-support
-// package whose endpointEnv names no running emulator. It returns the process, or the reason there is none.
-func StartInstalled(s Spec, endpointEnv, binEnv string) (*Process, string) {
+// startInstalled starts the emulator binary called s.Name (found by FindBinary with binEnv), for a
+// test-support package whose endpointEnv names no running emulator. It returns the process, or the reason
+// there is none.
+func startInstalled(s Spec, endpointEnv, binEnv string) (*Process, string) {
 	bin := FindBinary(s.Name, binEnv)
 	if bin == "" {
 		return nil, fmt.Sprintf("%s is not set and no %s binary was found (PATH, $GOPATH/bin, %s)", endpointEnv, s.Name, binEnv)
@@ -208,7 +209,9 @@ func (p *Process) Stop() {
 // with no handle to pass around, and the emulator has to outlive each test (a t.Cleanup would stop it after
 // the first), so the process-wide state lives here, guarded by a sync.Once and a mutex.
 type Shared[E any] struct {
-	lookup func() (E, *Process, string)
+	spec                Spec
+	endpointEnv, binEnv string
+	describe            func(endpoint string, started bool) (E, string)
 
 	once sync.Once
 	env  E
@@ -218,11 +221,33 @@ type Shared[E any] struct {
 	proc *Process
 }
 
-// NewShared returns a Shared that calls lookup on first use. lookup returns the emulator's description,
-// the process it started (nil when it started none, e.g. the emulator was named by the environment), or
-// the reason there is no emulator.
-func NewShared[E any](lookup func() (E, *Process, string)) *Shared[E] {
-	return &Shared[E]{lookup: lookup}
+// NewShared returns the Shared emulator s of a test-support package. On first use it takes the running
+// emulator whose base URL the environment variable endpointEnv names (scripts/emulators sets it), or else
+// starts the binary s.Name, found by FindBinary with binEnv. describe turns the base URL into the emulator's
+// description, or says why it cannot; started reports that this test binary started the emulator (at
+// http://127.0.0.1:port).
+func NewShared[E any](s Spec, endpointEnv, binEnv string, describe func(endpoint string, started bool) (E, string)) *Shared[E] {
+	return &Shared[E]{spec: s, endpointEnv: endpointEnv, binEnv: binEnv, describe: describe}
+}
+
+// lookup returns the emulator's description, the process it started (nil when the environment named a
+// running one), or the reason there is no emulator.
+func (s *Shared[E]) lookup() (E, *Process, string) {
+	if ep := os.Getenv(s.endpointEnv); ep != "" {
+		e, why := s.describe(ep, false)
+		return e, nil, why
+	}
+	p, why := startInstalled(s.spec, s.endpointEnv, s.binEnv)
+	if p == nil {
+		var none E
+		return none, nil, why
+	}
+	e, why := s.describe("http://"+p.Addr, true)
+	if why != "" {
+		p.Stop()
+		return e, nil, why
+	}
+	return e, p, ""
 }
 
 // Get returns the emulator, or the reason there is none, looking it up on the first call.

@@ -17,14 +17,10 @@ const EnvRequire = emulator.EnvRequire
 // EnvRIE names the aws-lambda-rie binary (scripts/emulators sets it).
 const EnvRIE = "WAYPOST_TEST_LAMBDA_RIE"
 
-// S3 returns the S3 emulator (s3test.Lookup), or skips (fails) the test without one.
+// S3 returns the S3 emulator, or skips (fails) the test without one (s3test.Require).
 func S3(t testing.TB) s3test.Env {
 	t.Helper()
-	e, why := s3test.Lookup()
-	if why != "" {
-		emulator.Missing(t, s3test.Explain(why))
-	}
-	return e
+	return s3test.Require(t)
 }
 
 // RIE returns the path of aws-lambda-rie (WAYPOST_TEST_LAMBDA_RIE, PATH, $GOPATH/bin), or skips (fails) the

@@ -42,40 +42,42 @@ type Env struct {
 
 var buckets atomic.Int64
 
+// Credentials of a versitygw this package starts.
+const (
+	startedAccessKey = "waypost-test"
+	startedSecretKey = "waypost-test-secret-key"
+)
+
 // shared is this test binary's endpoint (see emulator.Shared for why it is package state); Main stops it.
-var shared = emulator.NewShared(lookup)
+var shared = emulator.NewShared(emulator.Spec{
+	Name: "versitygw",
+	Args: func(dir string, addr netip.AddrPort) ([]string, error) {
+		root := filepath.Join(dir, "root")
+		if err := os.Mkdir(root, 0o700); err != nil {
+			return nil, err
+		}
+		return []string{"--port", addr.String(), "--quiet", "posix", root}, nil
+	},
+	Env: []string{"ROOT_ACCESS_KEY=" + startedAccessKey, "ROOT_SECRET_KEY=" + startedSecretKey},
+}, EnvEndpoint, EnvVersitygw, describe)
 
 // Lookup returns the endpoint, starting versitygw if needed, or the reason there is none.
 func Lookup() (Env, string) { return shared.Get() }
 
-func lookup() (Env, *emulator.Process, string) {
-	if ep := os.Getenv(EnvEndpoint); ep != "" {
-		e := Env{Endpoint: ep, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey), Region: os.Getenv(EnvRegion)}
-		if e.Region == "" {
-			e.Region = "us-east-1"
-		}
-		if e.AccessKey == "" || e.SecretKey == "" {
-			return Env{}, nil, fmt.Sprintf("%s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
-		}
-		return e, nil, ""
+// describe completes an endpoint with its credentials and region: those of a versitygw started here, or
+// those the environment names with it.
+func describe(endpoint string, started bool) (Env, string) {
+	if started {
+		return Env{Endpoint: endpoint, AccessKey: startedAccessKey, SecretKey: startedSecretKey, Region: "us-east-1"}, ""
 	}
-	e := Env{AccessKey: "waypost-test", SecretKey: "waypost-test-secret-key", Region: "us-east-1"}
-	p, why := emulator.StartInstalled(emulator.Spec{
-		Name: "versitygw",
-		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
-			root := filepath.Join(dir, "root")
-			if err := os.Mkdir(root, 0o700); err != nil {
-				return nil, err
-			}
-			return []string{"--port", addr.String(), "--quiet", "posix", root}, nil
-		},
-		Env: []string{"ROOT_ACCESS_KEY=" + e.AccessKey, "ROOT_SECRET_KEY=" + e.SecretKey},
-	}, EnvEndpoint, EnvVersitygw)
-	if p == nil {
-		return Env{}, nil, why
+	e := Env{Endpoint: endpoint, AccessKey: os.Getenv(EnvAccessKey), SecretKey: os.Getenv(EnvSecretKey), Region: os.Getenv(EnvRegion)}
+	if e.Region == "" {
+		e.Region = "us-east-1"
 	}
-	e.Endpoint = "http://" + p.Addr
-	return e, p, ""
+	if e.AccessKey == "" || e.SecretKey == "" {
+		return Env{}, fmt.Sprintf("%s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
+	}
+	return e, ""
 }
 
 // FreePort returns a loopback address with a port that was free a moment ago (emulator.FreePort).
@@ -94,8 +96,8 @@ func Explain(why string) string {
 		"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 }
 
-// Require returns the endpoint, or skips the test with the reason there is none. It skips even under
-// WAYPOST_REQUIRE_EMULATORS (functions/internal/emutest.S3 fails there instead).
+// Require returns the endpoint, or skips the test with the reason there is none (fails it under
+// WAYPOST_REQUIRE_EMULATORS).
 func Require(t testing.TB) Env {
 	t.Helper()
 	e, why := Lookup()

@@ -54,30 +54,19 @@ type Env struct {
 var queues atomic.Int64
 
 // shared is this test binary's endpoint (see emulator.Shared for why it is package state); Main stops it.
-var shared = emulator.NewShared(lookup)
+var shared = emulator.NewShared(emulator.Spec{
+	Name: "goaws",
+	Args: func(dir string, addr netip.AddrPort) ([]string, error) {
+		cfg := filepath.Join(dir, "goaws.yaml")
+		if err := os.WriteFile(cfg, []byte(Config(int(addr.Port()))), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"-config", cfg, "-loglevel", "warn", "Local"}, nil
+	},
+}, EnvEndpoint, EnvGoaws, func(endpoint string, _ bool) (Env, string) { return Env{Endpoint: endpoint, Region: Region}, "" })
 
 // Lookup returns the endpoint, starting goaws if needed, or the reason there is none.
 func Lookup() (Env, string) { return shared.Get() }
-
-func lookup() (Env, *emulator.Process, string) {
-	if ep := os.Getenv(EnvEndpoint); ep != "" {
-		return Env{Endpoint: ep, Region: Region}, nil, ""
-	}
-	p, why := emulator.StartInstalled(emulator.Spec{
-		Name: "goaws",
-		Args: func(dir string, addr netip.AddrPort) ([]string, error) {
-			cfg := filepath.Join(dir, "goaws.yaml")
-			if err := os.WriteFile(cfg, []byte(Config(int(addr.Port()))), 0o600); err != nil {
-				return nil, err
-			}
-			return []string{"-config", cfg, "-loglevel", "warn", "Local"}, nil
-		},
-	}, EnvEndpoint, EnvGoaws)
-	if p == nil {
-		return Env{}, nil, why
-	}
-	return Env{Endpoint: "http://" + p.Addr, Region: Region}, p, ""
-}
 
 // Config returns a goaws configuration (environment "Local") serving SQS on port with queue URLs on
 // 127.0.0.1 and no predefined queue: tests create their own.
