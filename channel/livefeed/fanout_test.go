@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/waypost/waypost/channel"
+	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
@@ -89,7 +90,7 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 // TestWaiterKeepsTheHighestAnnouncement: announcements arriving while a waiter is away are coalesced into
 // the highest one; another space's announcements never reach it.
 func TestWaiterKeepsTheHighestAnnouncement(t *testing.T) {
-	feed := livefeed.New(&spaces{}, nil)
+	feed := livefeed.New(spaceHubs(t), nil)
 	ctx := context.Background()
 	w, err := feed.Watch(ctx, "sp_1")
 	if err != nil {
@@ -118,7 +119,7 @@ func TestWaiterKeepsTheHighestAnnouncement(t *testing.T) {
 // TestWaitersBound: a space holds at most MaxWaitersPerSpace watches; the next is RATE_LIMITED with its
 // figures, and a freed place can be taken again. Other spaces are not affected.
 func TestWaitersBound(t *testing.T) {
-	feed := livefeed.NewWithOptions(&spaces{}, nil, livefeed.Options{MaxWaitersPerSpace: 3})
+	feed := livefeed.NewWithOptions(spaceHubs(t), nil, livefeed.Options{MaxWaitersPerSpace: 3})
 	ctx := context.Background()
 	var ws []port.Watch
 	for range 3 {
@@ -150,7 +151,7 @@ func TestWaitersBound(t *testing.T) {
 	if feed.MaxWaitersPerSpace() != 3 {
 		t.Fatalf("MaxWaitersPerSpace = %d", feed.MaxWaitersPerSpace())
 	}
-	if def := livefeed.New(&spaces{}, nil).MaxWaitersPerSpace(); def != domain.DefaultLimits().FeedWaitWaitersMax || def < 10000 {
+	if def := livefeed.New(spaceHubs(t), nil).MaxWaitersPerSpace(); def != domain.DefaultLimits().FeedWaitWaitersMax || def < 10000 {
 		t.Fatalf("default bound %d", def)
 	}
 }
@@ -187,20 +188,13 @@ func TestSubscriptionEndEndsEveryWaiter(t *testing.T) {
 	}
 }
 
-// spaces is one hub per space.
-type spaces struct {
-	mu sync.Mutex
-	m  map[string]*channel.Hub
-}
-
-func (s *spaces) HubFor(space string) *channel.Hub {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]*channel.Hub{}
+// spaceHubs is one hub per space, created on first use: the channel service's, as the servers wire the
+// live feed.
+func spaceHubs(t *testing.T) *chanservice.Service {
+	t.Helper()
+	svc, err := chanservice.New(testSecret, channel.Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s.m[space] == nil {
-		s.m[space] = channel.NewHub(channel.Limits{})
-	}
-	return s.m[space]
+	return svc
 }

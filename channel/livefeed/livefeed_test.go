@@ -6,23 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waypost/waypost/channel"
 	"github.com/waypost/waypost/channel/chanclient"
-	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain/port"
 )
 
+// testSecret authenticates the channel service's internal routes in these tests.
+const testSecret = "internal-secret-0123456789"
+
 // TestRemoteNotifierWakesWatcher: a committer announcing over HTTP (as a Lambda does) wakes a watcher
 // subscribed in the channel service's process.
 func TestRemoteNotifierWakesWatcher(t *testing.T) {
-	svc, err := chanservice.New("internal-secret-0123456789", channel.Limits{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := spaceHubs(t)
 	hs := httptest.NewServer(svc)
 	defer hs.Close()
-	api, err := chanclient.New(hs.URL, "internal-secret-0123456789")
+	api, err := chanclient.New(hs.URL, testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +44,7 @@ func TestRemoteNotifierWakesWatcher(t *testing.T) {
 
 // TestRemoteNotifierIsBestEffort: an unreachable channel service loses the announcement without error.
 func TestRemoteNotifierIsBestEffort(t *testing.T) {
-	api, err := chanclient.New("http://127.0.0.1:1", "internal-secret-0123456789")
+	api, err := chanclient.New("http://127.0.0.1:1", testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}

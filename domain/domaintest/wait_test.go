@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/channel"
+	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
@@ -17,25 +18,6 @@ import (
 	"github.com/waypost/waypost/store/faulty"
 	"github.com/waypost/waypost/store/mem"
 )
-
-// hubs is one hub per space, created on first use.
-type hubs struct {
-	mu     sync.Mutex
-	limits channel.Limits
-	m      map[string]*channel.Hub
-}
-
-func (h *hubs) HubFor(space string) *channel.Hub {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]*channel.Hub{}
-	}
-	if h.m[space] == nil {
-		h.m[space] = channel.NewHub(h.limits)
-	}
-	return h.m[space]
-}
 
 // dropNotifier loses every announcement.
 type dropNotifier struct{}
@@ -50,7 +32,11 @@ func liveFixture(t *testing.T, limits channel.Limits, lose bool) *domaintest.Fix
 
 // feedFixture is liveFixture over st, with the live feed's watcher wrapped by watcher (nil: as it is).
 func feedFixture(t *testing.T, st port.ItemStore, limits channel.Limits, watcher func(port.FeedWatcher) port.FeedWatcher, lose bool) *domaintest.Fixture {
-	feed := livefeed.New(&hubs{limits: limits}, nil)
+	hubs, err := chanservice.New("domaintest-channel-secret", limits, nil) // one hub per space, as the servers wire it
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := livefeed.New(hubs, nil)
 	var w port.FeedWatcher = feed
 	if watcher != nil {
 		w = watcher(feed)
