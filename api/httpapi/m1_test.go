@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -17,11 +16,11 @@ import (
 	"testing"
 
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
-// m1AdminSecret is the control-plane secret of the test servers (at least 32 characters).
-const m1AdminSecret = "m1-test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+// m1AdminSecret is the control-plane secret of the test servers.
+const m1AdminSecret = servertest.AdminSecret
 
 // m1 is one embedded server behind httptest, with a client that validates every JSON response against the
 // published schemas: the RFC §5.2 envelope, and its data against the operation's response schema.
@@ -34,22 +33,12 @@ type m1 struct {
 
 func newM1(t *testing.T) *m1 {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: m1AdminSecret})
-	if err != nil {
-		t.Fatalf("server.Open: %v", err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing the server: %v", err)
-		}
-	})
+	_, url := servertest.Start(t)
 	reg, err := schemas.New()
 	if err != nil {
 		t.Fatalf("schemas.New: %v", err)
 	}
-	return &m1{t: t, url: hs.URL, reg: reg}
+	return &m1{t: t, url: url, reg: reg}
 }
 
 func (m *m1) rid(prefix string) string { return fmt.Sprintf("%s-%d", prefix, m.seq.Add(1)) }

@@ -418,5 +418,3 @@ func TestIssue13_EmptyRecipientIDsRefused(t *testing.T) {
 		t.Fatalf("docs/decisions.md still says an empty recipient_ids means the default recipient")
 	}
 }
-
-const adminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -14,7 +13,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
 type env struct {
@@ -29,24 +28,22 @@ type env struct {
 	schemas *schemas.Registry
 }
 
+// adminSecret is the control-plane secret of the test server.
+const adminSecret = servertest.AdminSecret
+
 func setup(t *testing.T) *env {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: adminSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	srv, url := servertest.Start(t)
 	ctx := context.Background()
 	svc := srv.Service()
-	e := &env{t: t, url: hs.URL, svc: svc, schemas: schemas.MustNew()}
+	e := &env{t: t, url: url, svc: svc, schemas: schemas.MustNew()}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	var err error
 	e.space, err = svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	must(err)
 	ra, err := svc.CreateActor(ctx, e.space.SpaceID, domain.CreateActorRequest{RequestID: "a"})

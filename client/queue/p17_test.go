@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,10 +16,10 @@ import (
 
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
-const adminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+const adminSecret = servertest.AdminSecret
 
 // errCrash is what an injected crash returns: the simulated process dies at that point.
 var errCrash = errors.New("injected crash")
@@ -28,14 +27,8 @@ var errCrash = errors.New("injected crash")
 // startServer runs a real in-process Waypost server and returns its base URL.
 func startServer(t *testing.T) string {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: adminSecret})
-	if err != nil {
-		t.Fatalf("server.Open: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs.URL
+	_, url := servertest.Start(t)
+	return url
 }
 
 // world is a fresh space with a producer A and a consumer B.

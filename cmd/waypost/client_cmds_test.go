@@ -22,10 +22,10 @@ import (
 
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/server"
+	"github.com/waypost/waypost/server/servertest"
 )
 
-const testAdminSecret = "test-admin-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+const testAdminSecret = servertest.AdminSecret
 
 // cliTest runs the waypost commands in-process against a real embedded server.
 type cliTest struct {
@@ -39,14 +39,8 @@ type cliTest struct {
 func newCLITest(t *testing.T) *cliTest {
 	t.Helper()
 	home := isolateEnv(t)
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: testAdminSecret})
-	if err != nil {
-		t.Fatalf("server.Open: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return &cliTest{t: t, url: hs.URL, home: home}
+	_, url := servertest.Start(t)
+	return &cliTest{t: t, url: url, home: home}
 }
 
 // isolateEnv clears the WAYPOST_* variables and gives the test a fresh HOME (returned) and working

@@ -1,6 +1,6 @@
 // Package servertest starts the embedded deployment (package server) for tests of what runs against it —
 // clients, the Skill's scenarios, third-party clients: a fresh data directory without fsync and a fixed
-// admin secret, served by httptest, both closed when the test ends.
+// admin secret, served by httptest, both closed when the test ends (a failure to close fails the test).
 package servertest
 
 import (
@@ -23,7 +23,9 @@ func Start(t testing.TB) (*server.Server, string) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		_ = srv.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("servertest: closing the server: %v", err)
+		}
 	})
 	return srv, hs.URL
 }
