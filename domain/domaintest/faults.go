@@ -633,6 +633,49 @@ func (e *mxEnv) wantPath(p mxPath) {
 // later moves the clock so that a retry that commits again instead of replaying shows another committed_at.
 func (e *mxEnv) later() { e.f.Clock.Advance(time.Minute) }
 
+// revokeAtCommit is a fault that revokes a's token when the send reaches its commit.
+func (e *mxEnv) revokeAtCommit(a Party) mxFault {
+	return mxFault{at: mxCommit, mode: mxProceed, hook: func() {
+		Must[domain.TokenResult](e.t)(e.f.Svc.RevokeToken(e.ctx, e.space, a.TokenID))
+	}}
+}
+
+// retryRevoked retries req of producer a later, after a's credential was revoked: its token no longer
+// authenticates, the principal authenticated before the revocation is refused too, and nothing of req is
+// published (resourceID: the resource the submission fixed, if any).
+func (e *mxEnv) retryRevoked(a Party, req domain.SendRequest, resourceID string) {
+	e.t.Helper()
+	e.later()
+	_, err := e.f.Svc.Authenticate(e.ctx, a.Token)
+	mxWantCode(e.t, err, domain.CodeUnauthenticated, "retry with the revoked credential")
+	_, err = e.send(a.P, req)
+	mxWantCode(e.t, err, domain.CodeUnauthenticated, "retry with the principal authenticated before the revocation")
+	e.wantUnpublished(resourceID, 0, "retry under the old authorization")
+}
+
+// sendFaulted sends req as p with fault f armed: the send must reach the fault point (fault names it) and
+// fail with the code want.
+func (e *mxEnv) sendFaulted(p *domain.Principal, req domain.SendRequest, f mxFault, fault string, want domain.Code, what string) {
+	e.t.Helper()
+	e.inj.arm(f)
+	_, err := e.send(p, req)
+	e.fired(fault)
+	mxWantCode(e.t, err, want, what)
+}
+
+// retryCompletes retries req of producer a later: the retry publishes the message once, under the resource
+// ID resourceID the failed attempt fixed ("" when it fixed none).
+func (e *mxEnv) retryCompletes(a Party, req domain.SendRequest, resourceID string) domain.SendResult {
+	e.t.Helper()
+	e.later()
+	res := e.mustSend(a.P, req, "retry")
+	if resourceID != "" && res.ResourceID != resourceID {
+		e.t.Fatalf("retry got resource %s, the failed attempt fixed %s: a second resource ID", res.ResourceID, resourceID)
+	}
+	e.wantPublishedOnce(a, req, res)
+	return res
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Rows
 
@@ -647,10 +690,7 @@ func mxRow1(t *testing.T, nb NewBackend, p mxPath) {
 	if p.inline {
 		at = mxCommit
 	}
-	e.inj.arm(mxFault{at: at, mode: mxFailBefore})
-	_, err := e.send(a.P, req)
-	e.fired("reservation")
-	mxWantCode(t, err, domain.CodeStorageUnavailable, "send with the reservation failing")
+	e.sendFaulted(a.P, req, mxFault{at: at, mode: mxFailBefore}, "reservation", domain.CodeStorageUnavailable, "send with the reservation failing")
 	if n, _ := e.inj.counts(mxBody); n != 0 {
 		t.Fatalf("%d body writes after a failed reservation, want 0", n)
 	}
@@ -670,33 +710,40 @@ func mxRow1(t *testing.T, nb NewBackend, p mxPath) {
 // lost). State reserved; the retry completes under the reserved resource ID, published once. Inline, the
 // point does not exist: the send writes no body and stores no reservation of its own.
 func mxRow2(t *testing.T, nb NewBackend, p mxPath) {
+	mxBlobPathRow(t, nb, p, "row2", "after reserve", domain.StateReserved, []mxNamedFault{
+		{"body_put_fails", mxFault{at: mxBody, mode: mxFailBefore}},
+		{"reservation_stored_response_lost", mxFault{at: mxReserve, mode: mxFailAfter}},
+	}, nil)
+}
+
+// mxNamedFault is a fault of a row and the name of its subtest.
+type mxNamedFault struct {
+	name string
+	f    mxFault
+}
+
+// mxBlobPathRow runs a row whose fault points exist on the blob path only (rows 2 and 3; inline, it checks
+// that there are none): for each fault, the send fails with STORAGE_UNAVAILABLE and leaves the submission in
+// state want, unpublished; check (when not nil) checks what else the row says of that state; the retry
+// completes the send under the resource ID the failed attempt fixed, published once.
+func mxBlobPathRow(t *testing.T, nb NewBackend, p mxPath, rid, text string, want domain.SubmissionState, faults []mxNamedFault,
+	check func(e *mxEnv, st domain.StatusResult)) {
 	if p.inline {
 		mxNoSeparatePoints(t, nb, p)
 		return
 	}
-	for _, c := range []struct {
-		name string
-		f    mxFault
-	}{
-		{"body_put_fails", mxFault{at: mxBody, mode: mxFailBefore}},
-		{"reservation_stored_response_lost", mxFault{at: mxReserve, mode: mxFailAfter}},
-	} {
+	for _, c := range faults {
 		t.Run(c.name, func(t *testing.T) {
 			e := mxNewEnv(t, nb, nil)
 			a := e.senders[0]
-			req := e.request("row2", p.text("after reserve"), e.rcpts...)
-			e.inj.arm(c.f)
-			_, err := e.send(a.P, req)
-			e.fired(c.name)
-			mxWantCode(t, err, domain.CodeStorageUnavailable, "send with the fault")
-			st := e.wantState(a.P, req.RequestID, domain.StateReserved)
+			req := e.request(rid, p.text(text), e.rcpts...)
+			e.sendFaulted(a.P, req, c.f, c.name, domain.CodeStorageUnavailable, "send with the fault")
+			st := e.wantState(a.P, req.RequestID, want)
 			e.wantUnpublished(st.ResourceID, 0, "after the fault")
-			e.later()
-			res := e.mustSend(a.P, req, "retry")
-			if res.ResourceID != st.ResourceID {
-				t.Fatalf("retry got resource %s, the reservation fixed %s: a second resource ID", res.ResourceID, st.ResourceID)
+			if check != nil {
+				check(e, st)
 			}
-			e.wantPublishedOnce(a, req, res)
+			e.retryCompletes(a, req, st.ResourceID)
 		})
 	}
 }
@@ -722,41 +769,17 @@ func mxNoSeparatePoints(t *testing.T, nb NewBackend, p mxPath) {
 // response is lost). State prepared; the body must not be visible without its feed item; the retry
 // completes under the same resource ID.
 func mxRow3(t *testing.T, nb NewBackend, p mxPath) {
-	if p.inline {
-		mxNoSeparatePoints(t, nb, p)
-		return
-	}
-	for _, c := range []struct {
-		name string
-		f    mxFault
-	}{
+	mxBlobPathRow(t, nb, p, "row3", "after the body", domain.StatePrepared, []mxNamedFault{
 		{"commit_transaction_fails", mxFault{at: mxCommit, mode: mxFailBefore}},
 		{"body_stored_response_lost", mxFault{at: mxBody, mode: mxFailAfter}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			e := mxNewEnv(t, nb, nil)
-			a, r := e.senders[0], e.rcpts[0]
-			req := e.request("row3", p.text("after the body"), r)
-			e.inj.arm(c.f)
-			_, err := e.send(a.P, req)
-			e.fired(c.name)
-			mxWantCode(t, err, domain.CodeStorageUnavailable, "send with the fault")
-			st := e.wantState(a.P, req.RequestID, domain.StatePrepared)
-			if n, _ := e.inj.counts(mxBody); n != 1 {
-				t.Fatalf("%d body writes, want 1 before the fault point", n)
-			}
-			e.wantUnpublished(st.ResourceID, 0, "body written, not committed")
-			if _, err := e.f.Svc.GetMessage(e.ctx, r.P, st.ResourceID); mxCodeOf(err) != domain.CodeNotFound {
-				t.Fatalf("recipient reads the uncommitted message: %v, want NOT_FOUND", err)
-			}
-			e.later()
-			res := e.mustSend(a.P, req, "retry")
-			if res.ResourceID != st.ResourceID {
-				t.Fatalf("retry got resource %s, the reservation fixed %s: a second resource ID", res.ResourceID, st.ResourceID)
-			}
-			e.wantPublishedOnce(a, req, res)
-		})
-	}
+	}, func(e *mxEnv, st domain.StatusResult) {
+		if n, _ := e.inj.counts(mxBody); n != 1 {
+			e.t.Fatalf("%d body writes, want 1 before the fault point", n)
+		}
+		if _, err := e.f.Svc.GetMessage(e.ctx, e.rcpts[0].P, st.ResourceID); mxCodeOf(err) != domain.CodeNotFound {
+			e.t.Fatalf("recipient reads the uncommitted message: %v, want NOT_FOUND", err)
+		}
+	})
 }
 
 // mxRow4: the commit transaction itself fails: for storage, with a condition the domain recovers from (the
@@ -771,18 +794,10 @@ func mxRow4(t *testing.T, nb NewBackend, p mxPath) {
 		e := mxNewEnv(t, nb, nil)
 		a := e.senders[0]
 		req := e.request("row4", p.text("storage fails at commit"), e.rcpts...)
-		e.inj.arm(mxFault{at: mxCommit, mode: mxFailBefore})
-		_, err := e.send(a.P, req)
-		e.fired("commit")
-		mxWantCode(t, err, domain.CodeStorageUnavailable, "send with the commit failing")
+		e.sendFaulted(a.P, req, mxFault{at: mxCommit, mode: mxFailBefore}, "commit", domain.CodeStorageUnavailable, "send with the commit failing")
 		st := e.wantState(a.P, req.RequestID, before)
 		e.wantUnpublished(st.ResourceID, 0, "failed commit")
-		e.later()
-		res := e.mustSend(a.P, req, "retry")
-		if st.ResourceID != "" && res.ResourceID != st.ResourceID {
-			t.Fatalf("retry got resource %s, want %s", res.ResourceID, st.ResourceID)
-		}
-		e.wantPublishedOnce(a, req, res)
+		e.retryCompletes(a, req, st.ResourceID)
 	})
 
 	t.Run("condition_generation_changed_rechecked", func(t *testing.T) {
@@ -850,12 +865,7 @@ func mxRow4(t *testing.T, nb NewBackend, p mxPath) {
 		}
 		st := e.wantState(a.P, req.RequestID, before)
 		e.wantUnpublished(st.ResourceID, 0, "refused commit")
-		e.later()
-		res := e.mustSend(a.P, req, "retry")
-		if st.ResourceID != "" && res.ResourceID != st.ResourceID {
-			t.Fatalf("retry got resource %s, want %s", res.ResourceID, st.ResourceID)
-		}
-		e.wantPublishedOnce(a, req, res)
+		e.retryCompletes(a, req, st.ResourceID)
 	})
 
 	t.Run("permanent_visible_seq_exhausted", func(t *testing.T) {
@@ -894,10 +904,7 @@ func mxRow5(t *testing.T, nb NewBackend, p mxPath) {
 	e := mxNewEnv(t, nb, nil)
 	a := e.senders[0]
 	req := e.request("row5", p.text("response lost"), e.rcpts...)
-	e.inj.arm(mxFault{at: mxCommit, mode: mxFailAfter})
-	_, err := e.send(a.P, req)
-	e.fired("commit")
-	mxWantCode(t, err, domain.CodeStorageUnavailable, "send whose commit response is lost")
+	e.sendFaulted(a.P, req, mxFault{at: mxCommit, mode: mxFailAfter}, "commit", domain.CodeStorageUnavailable, "send whose commit response is lost")
 	e.wantPath(p)
 	st := e.wantState(a.P, req.RequestID, domain.StateCommitted)
 	var stored domain.SendResult
@@ -930,22 +937,12 @@ func mxRow6(t *testing.T, nb NewBackend, p mxPath) {
 		a := e.senders[0]
 		tok2, _ := e.f.Token(e.space, a.ActorID, "") // a second credential of the same producer
 		req := e.request("row6t", p.text("revoked token"), e.rcpts[0])
-		e.inj.arm(mxFault{at: mxCommit, mode: mxProceed, hook: func() {
-			Must[domain.TokenResult](e.t)(e.f.Svc.RevokeToken(e.ctx, e.space, a.TokenID))
-		}})
-		_, err := e.send(a.P, req)
-		e.fired("commit")
-		mxWantCode(t, err, domain.CodeUnauthenticated, "send whose token is revoked before commit")
+		e.sendFaulted(a.P, req, e.revokeAtCommit(a), "commit", domain.CodeUnauthenticated, "send whose token is revoked before commit")
 		p2 := e.f.Principal(tok2)
 		st := e.wantState(p2, req.RequestID, before)
 		e.wantUnpublished(st.ResourceID, 0, "revoked before commit")
-		e.later()
-		_, err = e.f.Svc.Authenticate(e.ctx, a.Token)
-		mxWantCode(t, err, domain.CodeUnauthenticated, "retry with the revoked token")
-		_, err = e.send(a.P, req)
-		mxWantCode(t, err, domain.CodeUnauthenticated, "retry with the principal authenticated before the revocation")
+		e.retryRevoked(a, req, st.ResourceID)
 		e.wantState(p2, req.RequestID, before)
-		e.wantUnpublished(st.ResourceID, 0, "retry under the old authorization")
 		// With a valid credential of the same producer the original key is checked first and completes.
 		res := e.mustSend(p2, req, "retry with a valid credential")
 		if st.ResourceID != "" && res.ResourceID != st.ResourceID {
@@ -960,23 +957,15 @@ func mxRow6(t *testing.T, nb NewBackend, p mxPath) {
 		req := e.request("row6a", p.text("revoked actor"), e.rcpts...)
 		var atCommit domain.SubmissionState
 		var st domain.StatusResult
-		e.inj.arm(mxFault{at: mxCommit, mode: mxProceed, hook: func() {
+		e.sendFaulted(a.P, req, mxFault{at: mxCommit, mode: mxProceed, hook: func() {
 			atCommit, st = e.state(a.P, req.RequestID)
 			Must[domain.ActorResult](e.t)(e.f.Svc.RevokeActor(e.ctx, e.space, a.ActorID))
-		}})
-		_, err := e.send(a.P, req)
-		e.fired("commit")
-		mxWantCode(t, err, domain.CodeUnauthenticated, "send whose actor is revoked before commit")
+		}}, "commit", domain.CodeUnauthenticated, "send whose actor is revoked before commit")
 		if atCommit != before {
 			t.Fatalf("state right before the commit: %q, want %q", atCommit, before)
 		}
 		e.wantUnpublished(st.ResourceID, 0, "actor revoked before commit")
-		e.later()
-		_, err = e.f.Svc.Authenticate(e.ctx, a.Token)
-		mxWantCode(t, err, domain.CodeUnauthenticated, "retry with a token of the revoked actor")
-		_, err = e.send(a.P, req)
-		mxWantCode(t, err, domain.CodeUnauthenticated, "retry with the principal authenticated before the revocation")
-		e.wantUnpublished(st.ResourceID, 0, "retry under the old authorization")
+		e.retryRevoked(a, req, st.ResourceID)
 	})
 
 	t.Run("retry_without_send_scope", func(t *testing.T) {
@@ -986,15 +975,10 @@ func mxRow6(t *testing.T, nb NewBackend, p mxPath) {
 		a := e.senders[0]
 		readOnly, _ := e.f.Token(e.space, a.ActorID, "", domain.ScopeMessageRead)
 		req := e.request("row6f", p.text("scope missing"), e.rcpts[1])
-		e.inj.arm(mxFault{at: mxCommit, mode: mxProceed, hook: func() {
-			Must[domain.TokenResult](e.t)(e.f.Svc.RevokeToken(e.ctx, e.space, a.TokenID))
-		}})
-		_, err := e.send(a.P, req)
-		e.fired("commit")
-		mxWantCode(t, err, domain.CodeUnauthenticated, "send whose token is revoked before commit")
+		e.sendFaulted(a.P, req, e.revokeAtCommit(a), "commit", domain.CodeUnauthenticated, "send whose token is revoked before commit")
 		e.later()
 		pr := e.f.Principal(readOnly)
-		_, err = e.send(pr, req)
+		_, err := e.send(pr, req)
 		mxWantCode(t, err, domain.CodeForbidden, "retry with a credential without message.send")
 		st := e.wantState(pr, req.RequestID, before)
 		e.wantUnpublished(st.ResourceID, 0, "retry without message.send")
@@ -1317,6 +1301,16 @@ func (e *mxEnv) seal(b mxBlob, rid string) domain.BlobInfo {
 	return info
 }
 
+// sealFaulted calls blob.commit of b as request rid with a seal fault in mode armed: it must reach the fault
+// and fail with STORAGE_UNAVAILABLE.
+func (e *mxEnv) sealFaulted(b mxBlob, rid string, mode mxMode, what string) {
+	e.t.Helper()
+	e.inj.arm(mxFault{at: mxSeal, mode: mode})
+	_, err := e.f.Svc.CommitBlob(e.ctx, b.owner.P, domain.BlobCommitRequest{RequestID: rid, UploadID: b.upload})
+	e.fired("seal")
+	mxWantCode(e.t, err, domain.CodeStorageUnavailable, what)
+}
+
 // blobState returns the state of b as its owner sees it.
 func (e *mxEnv) blobState(b mxBlob) domain.BlobState {
 	e.t.Helper()
@@ -1386,10 +1380,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 		b := e.prepare(e.senders[0], content)
 		Must[domain.UploadResult](t)(e.put(b, content))
 		rid := e.f.RID("seal")
-		e.inj.arm(mxFault{at: mxSeal, mode: mxFailBefore})
-		_, err := e.f.Svc.CommitBlob(e.ctx, b.owner.P, domain.BlobCommitRequest{RequestID: rid, UploadID: b.upload})
-		e.fired("seal")
-		mxWantCode(t, err, domain.CodeStorageUnavailable, "blob.commit whose transaction fails")
+		e.sealFaulted(b, rid, mxFailBefore, "blob.commit whose transaction fails")
 		recover(e, b, rid)
 	})
 
@@ -1398,10 +1389,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 		b := e.prepare(e.senders[0], content)
 		Must[domain.UploadResult](t)(e.put(b, content))
 		rid := e.f.RID("seal")
-		e.inj.arm(mxFault{at: mxSeal, mode: mxFailAfter})
-		_, err := e.f.Svc.CommitBlob(e.ctx, b.owner.P, domain.BlobCommitRequest{RequestID: rid, UploadID: b.upload})
-		e.fired("seal")
-		mxWantCode(t, err, domain.CodeStorageUnavailable, "blob.commit whose response is lost")
+		e.sealFaulted(b, rid, mxFailAfter, "blob.commit whose response is lost")
 		if st := e.blobState(b); st != domain.BlobSealed {
 			t.Fatalf("blob state after a lost seal response: %s, want sealed", st)
 		}
@@ -1410,7 +1398,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 		if again := e.seal(b, rid); !again.SealedAt.Equal(*info.SealedAt) {
 			t.Fatalf("repeated blob.commit: sealed_at %v, then %v", info.SealedAt, again.SealedAt)
 		}
-		_, err = e.put(b, content)
+		_, err := e.put(b, content)
 		mxWantCode(t, err, domain.CodeUploadSealed, "PUT after seal")
 		if got, ok := e.readBlob(b.owner.P, b.id); !ok || got != content {
 			t.Fatalf("sealed blob reads %q (readable=%v), want %q", got, ok, content)
