@@ -144,9 +144,7 @@ func newPrincipal(tok Token, grants []Grant, gen int64, digest string) *Principa
 
 func (s *Service) activeGrants(ctx context.Context, space, actor string) ([]Grant, error) {
 	var out []Grant
-	after := ""
-	for {
-		items, err := s.store.Query(ctx, port.Query{PK: pkGrants(space, actor), After: after, Limit: 200})
+	for items, err := range s.pages(ctx, port.Query{PK: pkGrants(space, actor), Limit: 200}) {
 		if err != nil {
 			return nil, err
 		}
@@ -159,11 +157,8 @@ func (s *Service) activeGrants(ctx context.Context, space, actor string) ([]Gran
 				out = append(out, g)
 			}
 		}
-		if len(items) < 200 {
-			return out, nil
-		}
-		after = items[len(items)-1].SK
 	}
+	return out, nil
 }
 
 // refresh re-reads the principal's credential and rights, as every commit must (RFC §7.2).

@@ -440,9 +440,7 @@ func (s *Service) readableBlob(ctx context.Context, p *Principal, blobID string)
 // references the blob.
 func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID string) (bool, error) {
 	sources := map[string]bool{} // collection → p is its source
-	after := ""
-	for {
-		refs, err := s.store.Query(ctx, port.Query{PK: pkBlobRefs(p.SpaceID, blobID), After: after, Limit: 100})
+	for refs, err := range s.pages(ctx, port.Query{PK: pkBlobRefs(p.SpaceID, blobID), Limit: 100}) {
 		if err != nil {
 			return false, err
 		}
@@ -461,11 +459,8 @@ func (s *Service) referencedForReader(ctx context.Context, p *Principal, blobID 
 				}
 			}
 		}
-		if len(refs) < 100 {
-			return false, nil
-		}
-		after = refs[len(refs)-1].SK
 	}
+	return false, nil
 }
 
 // GetBlob returns a blob's metadata and, when sealed, its authorized download path, or a short-lived

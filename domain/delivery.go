@@ -248,9 +248,7 @@ func (s *Service) wakeDelivery(ctx context.Context, ref port.DeliveryRef, at tim
 func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 	var res DispatchResult
 	for _, pk := range indexPartitions(pkDispatch) {
-		after := ""
-		for {
-			markers, err := s.store.Query(ctx, port.Query{PK: pk, After: after, Limit: 1000})
+		for markers, err := range s.pages(ctx, port.Query{PK: pk, Limit: 1000}) {
 			if err != nil {
 				return res, fmt.Errorf("reading dispatch positions: %w", err)
 			}
@@ -262,10 +260,6 @@ func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 					return res, err
 				}
 			}
-			if len(markers) < 1000 {
-				break
-			}
-			after = markers[len(markers)-1].SK
 		}
 	}
 	return res, nil
@@ -692,9 +686,7 @@ func (s *Service) ListDeliveries(ctx context.Context, spaceID, state string) (De
 		return DeliveryList{}, Errorf(CodeInvalidRequest, "state must be pending, failed or cancelled").WithDetails("field", "state")
 	}
 	out := DeliveryList{Deliveries: []Delivery{}}
-	after := ""
-	for {
-		items, err := s.store.Query(ctx, port.Query{PK: pkDeliveries(spaceID), After: after, Limit: 200})
+	for items, err := range s.pages(ctx, port.Query{PK: pkDeliveries(spaceID), Limit: 200}) {
 		if err != nil {
 			return DeliveryList{}, fmt.Errorf("reading deliveries: %w", err)
 		}
@@ -707,11 +699,11 @@ func (s *Service) ListDeliveries(ctx context.Context, spaceID, state string) (De
 				out.Deliveries = append(out.Deliveries, d)
 			}
 		}
-		if len(items) < 200 || len(out.Deliveries) >= 1000 {
-			return out, nil
+		if len(out.Deliveries) >= 1000 {
+			break
 		}
-		after = items[len(items)-1].SK
 	}
+	return out, nil
 }
 
 // Redeliver makes a failed or cancelled delivery pending again with a fresh schedule of attempts (admin

@@ -136,20 +136,15 @@ func (s *Service) partitions(ctx context.Context, fs feedScope) ([]string, error
 // sourceCollections lists the collections an actor is the source of.
 func (s *Service) sourceCollections(ctx context.Context, space, actor string) ([]string, error) {
 	var out []string
-	after := ""
-	for {
-		items, err := s.store.Query(ctx, port.Query{PK: pkSourceCollections(space, actor), After: after, Limit: 200})
+	for items, err := range s.pages(ctx, port.Query{PK: pkSourceCollections(space, actor), Limit: 200}) {
 		if err != nil {
 			return nil, fmt.Errorf("listing source collections: %w", err)
 		}
 		for _, it := range items {
 			out = append(out, it.SK)
 		}
-		if len(items) < 200 {
-			return out, nil
-		}
-		after = items[len(items)-1].SK
 	}
+	return out, nil
 }
 
 // visible reports whether an item is in the intersection of space, rights, view and filter (RFC §8.1).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 	"strconv"
 
@@ -175,6 +176,32 @@ func decodeItem[T any](it port.Item) (T, error) {
 		return v, fmt.Errorf("decoding %s: %w", it.Key, err)
 	}
 	return v, nil
+}
+
+// pages reads a partition range in key order, q.Limit items at a time (100 when unset); a shorter page is the
+// last. Items the caller deletes between pages do not disturb the paging: it continues after the last key
+// seen. A read error (or the end of ctx) is yielded once, and ends the pages.
+func (s *Service) pages(ctx context.Context, q port.Query) iter.Seq2[[]port.Item, error] {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	return func(yield func([]port.Item, error) bool) {
+		for {
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			items, err := s.store.Query(ctx, q)
+			if err != nil {
+				yield(nil, fmt.Errorf("reading %s: %w", q.PK, err))
+				return
+			}
+			if !yield(items, nil) || len(items) < q.Limit {
+				return
+			}
+			q.After = items[len(items)-1].SK
+		}
+	}
 }
 
 // getRecord reads and decodes one record; found is false when absent.

@@ -209,26 +209,18 @@ func (s *Service) revokeSpace(ctx context.Context, spaceID string) error {
 // eachItem calls fn for every item of a partition range, in key order, a page at a time. Items fn deletes
 // while it runs do not disturb the paging (it continues after the last key seen).
 func (s *Service) eachItem(ctx context.Context, q port.Query, fn func(port.Item) error) error {
-	const page = 100
-	q.Limit = page
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		items, err := s.store.Query(ctx, q)
+	q.Limit = 100
+	for items, err := range s.pages(ctx, q) {
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", q.PK, err)
+			return err
 		}
 		for _, it := range items {
 			if err := fn(it); err != nil {
 				return err
 			}
 		}
-		if len(items) < page {
-			return nil
-		}
-		q.After = items[len(items)-1].SK
 	}
+	return nil
 }
 
 // deletionBatch is how many records one deletion batch removes: as many as a transaction holds, less the

@@ -507,9 +507,7 @@ func (s *Service) ListSubscriptions(ctx context.Context, p *Principal) (Subscrip
 // subscriptions reads every subscription of a space.
 func (s *Service) subscriptions(ctx context.Context, space string) ([]Subscription, error) {
 	var out []Subscription
-	after := "S#"
-	for {
-		items, err := s.store.Query(ctx, port.Query{PK: pkSubscriptions(space), After: after, UpTo: "S#~", Limit: 200})
+	for items, err := range s.pages(ctx, port.Query{PK: pkSubscriptions(space), After: "S#", UpTo: "S#~", Limit: 200}) {
 		if err != nil {
 			return nil, fmt.Errorf("reading subscriptions: %w", err)
 		}
@@ -520,9 +518,6 @@ func (s *Service) subscriptions(ctx context.Context, space string) ([]Subscripti
 			}
 			out = append(out, sub)
 		}
-		if len(items) < 200 {
-			return out, nil
-		}
-		after = items[len(items)-1].SK
 	}
+	return out, nil
 }
