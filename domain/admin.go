@@ -138,10 +138,7 @@ func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, er
 
 // spaceRecord reads a space record in any state from the store and refreshes the cache with it.
 func (s *Service) spaceRecord(ctx context.Context, spaceID string) (Space, port.Item, bool, error) {
-	if !ValidID(spaceID) {
-		return Space{}, port.Item{}, false, nil
-	}
-	sp, it, found, err := getRecord[Space](ctx, s.store, keySpace(spaceID))
+	sp, it, found, err := getNamed[Space](ctx, s.store, spaceID, keySpace(spaceID))
 	if err == nil && found {
 		s.auth.putSpace(sp, s.clock.Now())
 	}

@@ -221,10 +221,7 @@ func (s *Service) PrepareBlob(ctx context.Context, p *Principal, req BlobPrepare
 // upload returns the blob record behind an upload of the caller.
 func (s *Service) upload(ctx context.Context, p *Principal, uploadID string) (blobRecord, error) {
 	notFound := Errorf(CodeNotFound, "no such upload").WithDetails("upload_id", uploadID)
-	if !ValidID(uploadID) {
-		return blobRecord{}, notFound
-	}
-	ptr, _, found, err := getRecord[uploadPointer](ctx, s.store, keyUpload(p.SpaceID, uploadID))
+	ptr, _, found, err := getNamed[uploadPointer](ctx, s.store, uploadID, keyUpload(p.SpaceID, uploadID))
 	if err != nil {
 		return blobRecord{}, err
 	}
@@ -410,10 +407,7 @@ func (s *Service) CommitBlob(ctx context.Context, p *Principal, req BlobCommitRe
 // or collection that references it. Anything else is NOT_FOUND.
 func (s *Service) readableBlob(ctx context.Context, p *Principal, blobID string) (blobRecord, error) {
 	notFound := Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", blobID)
-	if !ValidID(blobID) {
-		return blobRecord{}, notFound
-	}
-	b, _, found, err := getRecord[blobRecord](ctx, s.store, keyBlob(p.SpaceID, blobID))
+	b, _, found, err := getNamed[blobRecord](ctx, s.store, blobID, keyBlob(p.SpaceID, blobID))
 	if err != nil {
 		return blobRecord{}, err
 	}

@@ -58,10 +58,7 @@ func (s *Service) consumerScope(ctx context.Context, p *Principal, consumerID st
 		return fs, err
 	}
 	notFound := Errorf(CodeNotFound, "no such consumer").WithDetails("consumer_id", consumerID)
-	if !ValidID(consumerID) {
-		return fs, notFound
-	}
-	c, _, found, err := getRecord[Consumer](ctx, s.store, keyConsumer(p.SpaceID, consumerID))
+	c, _, found, err := getNamed[Consumer](ctx, s.store, consumerID, keyConsumer(p.SpaceID, consumerID))
 	if err != nil {
 		return fs, err
 	}

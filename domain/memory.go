@@ -101,10 +101,7 @@ type revisionRecord struct {
 // holder of the matching grant. A collection the principal cannot read at all is NOT_FOUND.
 func (s *Service) collectionAccess(ctx context.Context, p *Principal, collID string, write bool) (Collection, port.Item, error) {
 	notFound := Errorf(CodeNotFound, "no such collection").WithDetails("collection_id", collID)
-	if !ValidID(collID) {
-		return Collection{}, port.Item{}, notFound
-	}
-	c, it, found, err := getRecord[Collection](ctx, s.store, keyCollection(p.SpaceID, collID))
+	c, it, found, err := getNamed[Collection](ctx, s.store, collID, keyCollection(p.SpaceID, collID))
 	if err != nil {
 		return Collection{}, it, err
 	}

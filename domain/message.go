@@ -12,10 +12,7 @@ import (
 // recipients, or an observer of the space. Anything else is NOT_FOUND, indistinguishable from absent.
 func (s *Service) visibleMessage(ctx context.Context, p *Principal, messageID string) (storedMessage, error) {
 	notFound := Errorf(CodeNotFound, "no such message").WithDetails("message_id", messageID)
-	if !ValidID(messageID) {
-		return storedMessage{}, notFound
-	}
-	m, _, found, err := getRecord[storedMessage](ctx, s.store, keyMessage(p.SpaceID, messageID))
+	m, _, found, err := getNamed[storedMessage](ctx, s.store, messageID, keyMessage(p.SpaceID, messageID))
 	if err != nil {
 		return storedMessage{}, err
 	}

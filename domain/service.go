@@ -204,6 +204,16 @@ func (s *Service) pages(ctx context.Context, q port.Query) iter.Seq2[[]port.Item
 	}
 }
 
+// getNamed is getRecord for the record a caller names by id, stored at key: an id that is not a valid ID
+// names nothing (found is false) and is not read.
+func getNamed[T any](ctx context.Context, st port.ItemStore, id string, key port.Key) (T, port.Item, bool, error) {
+	if !ValidID(id) {
+		var none T
+		return none, port.Item{}, false, nil
+	}
+	return getRecord[T](ctx, st, key)
+}
+
 // getRecord reads and decodes one record; found is false when absent.
 func getRecord[T any](ctx context.Context, st port.ItemStore, key port.Key) (T, port.Item, bool, error) {
 	var zero T
