@@ -101,13 +101,8 @@ func (p *blobPutter) logf(format string, args ...any) {
 
 // statePath names the state file of a content for this principal.
 func (p *blobPutter) statePath(src blobSource) string {
-	h := sha256.New()
 	// Not the base URL: the same service may be reached under several (space and actor IDs are unique).
-	for _, s := range []string{p.spaceID, p.actorID, src.sha256, fmt.Sprint(src.size), src.contentType, src.filename} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return filepath.Join(p.stateDir, "uploads", hex.EncodeToString(h.Sum(nil))[:40]+".json")
+	return stateFile(p.stateDir, "uploads", p.spaceID, p.actorID, src.sha256, fmt.Sprint(src.size), src.contentType, src.filename)
 }
 
 func (p *blobPutter) newState(src blobSource) *uploadState {
@@ -118,12 +113,9 @@ func (p *blobPutter) newState(src blobSource) *uploadState {
 
 // loadState reads a state file; it returns nil when there is none or it does not describe src.
 func (p *blobPutter) loadState(path string, src blobSource) (*uploadState, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading upload state %s: %w", path, err)
+	raw, found, err := readStateFile(path, "upload state")
+	if !found {
+		return nil, err
 	}
 	var st uploadState
 	if err := json.Unmarshal(raw, &st); err != nil || st.Format != uploadStateFormat || st.SHA256 != src.sha256 || st.SizeBytes != src.size ||
@@ -350,6 +342,29 @@ func blobFilename(name string) string {
 		}
 	}
 	return name
+}
+
+// stateFile names a state file in the folder kind of stateDir after the values that identify what it
+// describes: the first 40 hex digits of a SHA-256 over them.
+func stateFile(stateDir, kind string, ids ...string) string {
+	h := sha256.New()
+	for _, s := range ids {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return filepath.Join(stateDir, kind, hex.EncodeToString(h.Sum(nil))[:40]+".json")
+}
+
+// readStateFile reads the state file (what it holds: what) at path; found is false when there is none.
+func readStateFile(path, what string) (raw []byte, found bool, err error) {
+	raw, err = os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %s %s: %w", what, path, err)
+	}
+	return raw, true, nil
 }
 
 // saveJSONFile writes v to path atomically and durably (temporary file, fsync, rename, fsync of the

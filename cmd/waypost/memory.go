@@ -368,21 +368,13 @@ func (p *publisher) run(ctx context.Context, coll, mode string, files []localFil
 }
 
 func (p *publisher) publishStatePath(coll string) string {
-	h := sha256.New()
-	for _, s := range []string{p.put.spaceID, p.put.actorID, coll} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return filepath.Join(p.stateDir, "publish", hex.EncodeToString(h.Sum(nil))[:40]+".json")
+	return stateFile(p.stateDir, "publish", p.put.spaceID, p.put.actorID, coll)
 }
 
 func loadPublishState(path string) (*publishState, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading publish state %s: %w", path, err)
+	raw, found, err := readStateFile(path, "publish state")
+	if !found {
+		return nil, err
 	}
 	var st publishState
 	if json.Unmarshal(raw, &st) != nil || st.Format != publishStateFormat || !domain.ValidRequestID(st.RequestID) {
