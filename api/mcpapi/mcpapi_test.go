@@ -62,24 +62,9 @@ func setup(t *testing.T) *env {
 	return e
 }
 
-type bearerTransport struct{ token string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func (e *env) session(token string) *mcp.ClientSession {
 	e.t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "waypost-test", Version: "1"}, nil)
-	s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{token}}}, nil)
-	if err != nil {
-		e.t.Fatalf("connect: %v", err)
-	}
-	e.t.Cleanup(func() { s.Close() })
-	return s
+	return servertest.MCP(e.t, e.url, token)
 }
 
 // call runs a tool and returns its envelope and whether it was a tool error.

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -49,14 +48,6 @@ func scenarios(t *testing.T) [][]step {
 	return out
 }
 
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // TestSkillScenarios runs each scenario of SKILL.md as a tool-call script on a fresh server.
 func TestSkillScenarios(t *testing.T) {
 	for i, sc := range scenarios(t) {
@@ -83,12 +74,7 @@ func runScenario(t *testing.T, steps []step) {
 	}
 	seedCollection(t, svc, p, coll.CollectionID)
 
-	client := mcp.NewClient(&mcp.Implementation{Name: "skill-scenarios", Version: "1"}, nil)
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok.Token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := servertest.MCP(t, url, tok.Token)
 	vars := map[string]string{"B": b.ActorID, "CONSUMER": con.ConsumerID, "COLLECTION": coll.CollectionID}
 	var prev json.RawMessage
 	for i, st := range steps {
