@@ -1377,8 +1377,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 
 	t.Run("seal_transaction_fails", func(t *testing.T) {
 		e := mxNewEnv(t, nb, nil)
-		b := e.prepare(e.senders[0], content)
-		Must[domain.UploadResult](t)(e.put(b, content))
+		b := e.upload(e.senders[0], content, false)
 		rid := e.f.RID("seal")
 		e.sealFaulted(b, rid, mxFailBefore, "blob.commit whose transaction fails")
 		recover(e, b, rid)
@@ -1386,8 +1385,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 
 	t.Run("seal_applied_response_lost", func(t *testing.T) {
 		e := mxNewEnv(t, nb, nil)
-		b := e.prepare(e.senders[0], content)
-		Must[domain.UploadResult](t)(e.put(b, content))
+		b := e.upload(e.senders[0], content, false)
 		rid := e.f.RID("seal")
 		e.sealFaulted(b, rid, mxFailAfter, "blob.commit whose response is lost")
 		if st := e.blobState(b); st != domain.BlobSealed {
