@@ -105,6 +105,12 @@ type DispatchResult struct {
 	Deliveries int // delivery records created
 }
 
+// add counts the work of another dispatch pass in r.
+func (r *DispatchResult) add(more DispatchResult) {
+	r.Items += more.Items
+	r.Deliveries += more.Deliveries
+}
+
 // principalOfToken re-reads the rights of the credential a subscription was made with.
 func (s *Service) principalOfToken(ctx context.Context, space, tokenID string) (*Principal, error) {
 	t, _, found, err := getRecord[Token](ctx, s.store, keyTokenByID(space, tokenID))
@@ -254,8 +260,7 @@ func (s *Service) DispatchPending(ctx context.Context) (DispatchResult, error) {
 			}
 			for _, m := range markers {
 				r, err := s.dispatchSpace(ctx, m)
-				res.Items += r.Items
-				res.Deliveries += r.Deliveries
+				res.add(r)
 				if err != nil {
 					return res, err
 				}
@@ -287,8 +292,7 @@ func (s *Service) DispatchSpaces(ctx context.Context, spaces []string) (Dispatch
 			continue
 		}
 		r, err := s.dispatchSpace(ctx, marker)
-		res.Items += r.Items
-		res.Deliveries += r.Deliveries
+		res.add(r)
 		if err != nil {
 			return res, err
 		}
