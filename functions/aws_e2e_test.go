@@ -271,29 +271,16 @@ func TestAWSFunctions(t *testing.T) {
 	// presigned GET).
 	content := []byte("# Notes\n\x00\xff binary-safe \xe2\x9c\x93\n")
 	sum := sha256.Sum256(content)
-	prep, _ := okData[struct {
-		UploadID  string            `json:"upload_id"`
-		BlobID    string            `json:"blob_id"`
-		UploadURL string            `json:"upload_url"`
-		Headers   map[string]string `json:"upload_headers"`
-	}](t, blobs, "POST", "/v0/blobs", a.token, map[string]any{"request_id": rid("prep"), "content_type": "text/markdown",
-		"size_bytes": len(content), "sha256": hex.EncodeToString(sum[:])})
+	prep, _ := okData[domain.BlobPrepareResult](t, blobs, "POST", "/v0/blobs", a.token, map[string]any{"request_id": rid("prep"),
+		"content_type": "text/markdown", "size_bytes": len(content), "sha256": hex.EncodeToString(sum[:])})
 	if !strings.HasPrefix(prep.UploadURL, e.s3.Endpoint+"/") || !strings.Contains(prep.UploadURL, "X-Amz-Signature=") {
 		t.Fatalf("upload_url is not a presigned S3 URL: %s", prep.UploadURL)
 	}
-	put, err := http.NewRequest(http.MethodPut, prep.UploadURL, bytes.NewReader(content))
-	if err != nil {
-		t.Fatal(err)
+	if prep.UploadMethod != http.MethodPut {
+		t.Fatalf("upload_method %q, want PUT", prep.UploadMethod)
 	}
-	for k, v := range prep.Headers {
-		if k != "Content-Length" {
-			put.Header.Set(k, v)
-		}
-	}
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("presigned PUT: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	if status := rawPut(t, prep, content); status != http.StatusOK {
+		t.Fatalf("presigned PUT: status %d", status)
 	}
 	sealed, _ := okData[struct {
 		State string `json:"state"`
