@@ -26,11 +26,27 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newStore(t testing.TB) *fsblob.Store {
 	t.Helper()
-	s, err := fsblob.New(t.TempDir())
+	s, _ := newStoreIn(t)
+	return s
+}
+
+// newStoreIn returns a store in a fresh temporary directory, and the directory.
+func newStoreIn(t testing.TB) (*fsblob.Store, string) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := fsblob.New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, root
+}
+
+// mustPut stores body at key.
+func mustPut(t testing.TB, s *fsblob.Store, key string, body []byte) {
+	t.Helper()
+	if _, err := s.Put(context.Background(), key, int64(len(body)), digest(body), bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestContract(t *testing.T) {
@@ -73,22 +89,16 @@ func TestInvalidKeys(t *testing.T) {
 
 // TestNoLeftovers checks that failed puts leave no temporary files and that only the objects are on disk.
 func TestNoLeftovers(t *testing.T) {
-	root := t.TempDir()
-	s, err := fsblob.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, root := newStoreIn(t)
 	ctx := context.Background()
 	body := []byte("some content")
 	_, _ = s.Put(ctx, "k1", 5, digest(body), bytes.NewReader(body))                             // size
 	_, _ = s.Put(ctx, "k1", int64(len(body)), digest(nil), bytes.NewReader(body))               // checksum
 	_, _ = s.Put(ctx, "k1", int64(len(body)), digest(body), iotest.ErrReader(io.ErrClosedPipe)) // reader
-	if _, err := s.Put(ctx, "k2", int64(len(body)), digest(body), bytes.NewReader(body)); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, "k2", body)
 	_, _ = s.Put(ctx, "k2", int64(len(body)), digest(body), bytes.NewReader(body)) // exists
 	var files []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -111,16 +121,9 @@ func TestNoLeftovers(t *testing.T) {
 
 // TestCorruptFile checks that a damaged object file is reported, not served.
 func TestCorruptFile(t *testing.T) {
-	root := t.TempDir()
-	s, err := fsblob.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, root := newStoreIn(t)
 	ctx := context.Background()
-	body := []byte("content")
-	if _, err := s.Put(ctx, "c", int64(len(body)), digest(body), bytes.NewReader(body)); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, "c", []byte("content"))
 	var obj string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -144,9 +147,7 @@ func TestGetAfterDelete(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	body := bytes.Repeat([]byte("z"), 1<<20)
-	if _, err := s.Put(ctx, "g", int64(len(body)), digest(body), bytes.NewReader(body)); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, "g", body)
 	rc, info, err := s.Get(ctx, "g")
 	if err != nil || info.Size != int64(len(body)) {
 		t.Fatal(info, err)
@@ -167,16 +168,10 @@ func TestGetAfterDelete(t *testing.T) {
 // TestRemoveTemporaries: orphaned temporary files (a put killed mid-way) are removed by age or all at once;
 // stored objects and a put in progress are left alone.
 func TestRemoveTemporaries(t *testing.T) {
-	root := t.TempDir()
-	s, err := fsblob.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, root := newStoreIn(t)
 	ctx := context.Background()
 	content := []byte("kept")
-	if _, err := s.Put(ctx, "a/kept", int64(len(content)), digest(content), bytes.NewReader(content)); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, s, "a/kept", content)
 	// Orphans in a shard directory, one old and one fresh.
 	shard := filepath.Join(root, "ab", "cd")
 	if err := os.MkdirAll(shard, 0o700); err != nil {
