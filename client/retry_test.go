@@ -137,19 +137,26 @@ func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
 	}
 }
 
-func TestSendWithRetryStopsOnConflict(t *testing.T) {
-	t.Parallel()
+// wantRefusedAtOnce checks that SendWithRetry returns a refusal of the send itself (code, with its HTTP
+// status and message) after that one send, without asking the status.
+func wantRefusedAtOnce(t *testing.T, status int, code domain.Code, message string) {
+	t.Helper()
 	s, nSend, nStatus := runScript(t, sendScript{
 		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			errEnvelope(w, 409, "req-retry-1", domain.CodeIdempotencyConflict, "the request ID was already used with different content", nil)
+			errEnvelope(w, status, "req-retry-1", code, message, nil)
 		}},
 		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
 	})
 	var notified []int
 	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
-	if !client.IsCode(err, domain.CodeIdempotencyConflict) || nSend.Load() != 1 || nStatus.Load() != 0 {
+	if !client.IsCode(err, code) || nSend.Load() != 1 || nStatus.Load() != 0 {
 		t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
 	}
+}
+
+func TestSendWithRetryStopsOnConflict(t *testing.T) {
+	t.Parallel()
+	wantRefusedAtOnce(t, 409, domain.CodeIdempotencyConflict, "the request ID was already used with different content")
 }
 
 func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
@@ -171,17 +178,7 @@ func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
 		})
 	}
 	t.Run("send itself", func(t *testing.T) {
-		s, nSend, nStatus := runScript(t, sendScript{
-			sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-				errEnvelope(w, 401, "rq", domain.CodeUnauthenticated, "missing, malformed, expired or revoked credential", nil)
-			}},
-			statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
-		})
-		var notified []int
-		_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
-		if !client.IsCode(err, domain.CodeUnauthenticated) || nSend.Load() != 1 || nStatus.Load() != 0 {
-			t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
-		}
+		wantRefusedAtOnce(t, 401, domain.CodeUnauthenticated, "missing, malformed, expired or revoked credential")
 	})
 }
 
