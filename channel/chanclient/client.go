@@ -126,44 +126,36 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
 // Publish implements API over HTTP.
 func (c *Client) Publish(ctx context.Context, spaceID, name, text string) (int, error) {
-	var out struct {
-		Delivered *int `json:"delivered"`
-	}
-	if err := c.do(ctx, http.MethodPost, spaceID, name, "publish", map[string]string{"text": text}, &out); err != nil {
-		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
-	}
-	if out.Delivered == nil {
-		return 0, fmt.Errorf("chanclient: publish to %q/%q: response lacks \"delivered\"", spaceID, name)
-	}
-	return *out.Delivered, nil
+	return c.number(ctx, http.MethodPost, spaceID, name, "publish", map[string]string{"text": text}, "delivered", "publish to")
 }
 
 // Close implements API over HTTP.
 func (c *Client) Close(ctx context.Context, spaceID, name, reason string) (int, error) {
-	var out struct {
-		Closed *int `json:"closed"`
-	}
-	if err := c.do(ctx, http.MethodPost, spaceID, name, "close", map[string]string{"reason": reason}, &out); err != nil {
-		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
-	}
-	if out.Closed == nil {
-		return 0, fmt.Errorf("chanclient: close %q/%q: response lacks \"closed\"", spaceID, name)
-	}
-	return *out.Closed, nil
+	return c.number(ctx, http.MethodPost, spaceID, name, "close", map[string]string{"reason": reason}, "closed", "close")
 }
 
 // Count implements API over HTTP.
 func (c *Client) Count(ctx context.Context, spaceID, name string) (int, error) {
-	var out struct {
-		Count *int `json:"count"`
+	return c.number(ctx, http.MethodGet, spaceID, name, "count", nil, "count", "count")
+}
+
+// number performs a call (see do) whose answer is the integer member field; what names the call in errors.
+func (c *Client) number(ctx context.Context, method, spaceID, name, op string, in any, field, what string) (int, error) {
+	var out map[string]json.RawMessage
+	err := c.do(ctx, method, spaceID, name, op, in, &out)
+	var n *int
+	if err == nil && out[field] != nil {
+		if jerr := json.Unmarshal(out[field], &n); jerr != nil {
+			err = fmt.Errorf("decoding response: %w", jerr)
+		}
 	}
-	if err := c.do(ctx, http.MethodGet, spaceID, name, "count", nil, &out); err != nil {
-		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+	if err != nil {
+		return 0, fmt.Errorf("chanclient: %s %q/%q: %w", what, spaceID, name, err)
 	}
-	if out.Count == nil {
-		return 0, fmt.Errorf("chanclient: count %q/%q: response lacks \"count\"", spaceID, name)
+	if n == nil {
+		return 0, fmt.Errorf("chanclient: %s %q/%q: response lacks %q", what, spaceID, name, field)
 	}
-	return *out.Count, nil
+	return *n, nil
 }
 
 // do performs one call and decodes a 200 response into out.
