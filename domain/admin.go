@@ -126,14 +126,20 @@ func (s *Service) CreateSpace(ctx context.Context, req CreateSpaceRequest) (Spac
 // GetSpace returns a space, also while it is deleting and once it is deleted (with what was removed). The
 // owner reads the store, never the cache.
 func (s *Service) GetSpace(ctx context.Context, spaceID string) (SpaceResult, error) {
-	sp, _, found, err := s.spaceRecord(ctx, spaceID)
+	sp, _, err := s.existingSpace(ctx, spaceID)
 	if err != nil {
 		return SpaceResult{}, err
 	}
-	if !found {
-		return SpaceResult{}, Errorf(CodeNotFound, "no such space")
-	}
 	return s.spaceResultWithUsage(ctx, sp)
+}
+
+// existingSpace is spaceRecord for a space the owner names: an absent one is NOT_FOUND.
+func (s *Service) existingSpace(ctx context.Context, spaceID string) (Space, port.Item, error) {
+	sp, it, found, err := s.spaceRecord(ctx, spaceID)
+	if err == nil && !found {
+		err = Errorf(CodeNotFound, "no such space")
+	}
+	return sp, it, err
 }
 
 // spaceRecord reads a space record in any state from the store and refreshes the cache with it.

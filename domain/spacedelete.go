@@ -122,22 +122,16 @@ var deletionPhases = []string{phaseRevoke, phaseFeed, phaseActors, phaseConsumer
 // background (ContinueDeletions). The answer, and GET of the space, show state "deleting", then "deleted"
 // with what was removed. Deleting a space that is deleting or deleted returns its state.
 func (s *Service) DeleteSpace(ctx context.Context, spaceID string) (SpaceResult, error) {
-	sp, _, found, err := s.spaceRecord(ctx, spaceID)
+	sp, _, err := s.existingSpace(ctx, spaceID)
 	if err != nil {
 		return SpaceResult{}, err
-	}
-	if !found {
-		return SpaceResult{}, Errorf(CodeNotFound, "no such space")
 	}
 	if sp.state() == SpaceActive {
 		now := s.clock.Now().UTC()
 		err := s.commitRetry(ctx, "delete space", func(ctx context.Context) ([]port.Op, error) {
-			cur, it, found, err := s.spaceRecord(ctx, spaceID)
+			cur, it, err := s.existingSpace(ctx, spaceID)
 			if err != nil {
 				return nil, err
-			}
-			if !found {
-				return nil, Errorf(CodeNotFound, "no such space")
 			}
 			if cur.state() != SpaceActive {
 				return nil, nil

@@ -142,12 +142,9 @@ func (sc *statsScan) each(ctx context.Context, q port.Query, fn func(port.Item) 
 
 // GetStats counts the stages of everything in a space (control plane).
 func (s *Service) GetStats(ctx context.Context, spaceID string, opts StatsOptions) (SpaceStats, error) {
-	sp, _, found, err := s.spaceRecord(ctx, spaceID)
+	sp, _, err := s.existingSpace(ctx, spaceID)
 	if err != nil {
 		return SpaceStats{}, err
-	}
-	if !found {
-		return SpaceStats{}, Errorf(CodeNotFound, "no such space")
 	}
 	if opts.MaxScan <= 0 {
 		opts.MaxScan = DefaultStatsMaxScan
