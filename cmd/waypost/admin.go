@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -100,6 +101,36 @@ func (c *conn) result(w io.Writer, v any, id string, kv ...string) error {
 	default:
 		return fields(w, kv...)
 	}
+}
+
+// list prints a list v as JSON (--json), the IDs of its entries one per line (-q), none (the message empty
+// on stderr) when it has no entries, or a table: the header, then row(i) for entry i (cells separated by
+// tabs).
+func (c *conn) list(cmd *cobra.Command, v any, ids []string, empty, header string, row func(i int) string) error {
+	w := cmd.OutOrStdout()
+	switch {
+	case c.json:
+		return printJSON(w, v)
+	case c.quiet:
+		for _, id := range ids {
+			if _, err := fmt.Fprintln(w, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	case len(ids) == 0:
+		fmt.Fprintln(cmd.ErrOrStderr(), empty)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for i := range ids {
+		fmt.Fprintln(tw, row(i))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
 }
 
 // adminOp is what one admin subcommand adds to the shape they all share: resolve --space, check the

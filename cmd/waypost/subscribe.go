@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -189,36 +188,21 @@ reason, consecutive failures).`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			switch {
-			case c.json:
-				return printJSON(w, list)
-			case c.quiet:
-				for _, s := range list.Subscriptions {
-					if _, err := fmt.Fprintln(w, s.SubscriptionID); err != nil {
-						return err
+			ids := make([]string, len(list.Subscriptions))
+			for i, s := range list.Subscriptions {
+				ids[i] = s.SubscriptionID
+			}
+			return c.list(cmd, list, ids, "no subscriptions", "SUBSCRIPTION\tSTATE\tCONSUMER\tEXPIRES_AT\tLAST_SUCCESS\tFAILURES\tLAST_FAILURE\tURL",
+				func(i int) string {
+					s := list.Subscriptions[i]
+					var last, reason string
+					n := 0
+					if h := s.Health; h != nil {
+						last, n, reason = timeOrNone(h.LastSuccessAt), h.ConsecutiveFailures, orNone(h.LastFailureReason)
 					}
-				}
-				return nil
-			case len(list.Subscriptions) == 0:
-				fmt.Fprintln(cmd.ErrOrStderr(), "no subscriptions")
-				return nil
-			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUBSCRIPTION\tSTATE\tCONSUMER\tEXPIRES_AT\tLAST_SUCCESS\tFAILURES\tLAST_FAILURE\tURL")
-			for _, s := range list.Subscriptions {
-				var last, reason string
-				n := 0
-				if h := s.Health; h != nil {
-					last, n, reason = timeOrNone(h.LastSuccessAt), h.ConsecutiveFailures, orNone(h.LastFailureReason)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.SubscriptionID, s.State, s.ConsumerID, s.ExpiresAt.Format(time.RFC3339),
-					last, n, reason, s.Delivery.URL)
-			}
-			if err := tw.Flush(); err != nil {
-				return fmt.Errorf("writing output: %w", err)
-			}
-			return nil
+					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", s.SubscriptionID, s.State, s.ConsumerID, s.ExpiresAt.Format(time.RFC3339),
+						last, n, reason, s.Delivery.URL)
+				})
 		},
 	}
 	c.addDataFlags(cmd.Flags())
@@ -291,35 +275,20 @@ its rights before an attempt). Delivered notifications leave no record.`,
 			return ad.ListDeliveries(ctx, in.space, state)
 		},
 		print: func(cmd *cobra.Command, res domain.DeliveryList) error {
-			w := cmd.OutOrStdout()
-			switch {
-			case c.json:
-				return printJSON(w, res)
-			case c.quiet:
-				for _, d := range res.Deliveries {
-					if _, err := fmt.Fprintln(w, d.DeliveryID); err != nil {
-						return err
+			ids := make([]string, len(res.Deliveries))
+			for i, d := range res.Deliveries {
+				ids[i] = d.DeliveryID
+			}
+			return c.list(cmd, res, ids, "no "+state+" deliveries", "DELIVERY\tSTATE\tATTEMPTS\tEVENT_TYPE\tEVENT_ID\tSUBSCRIPTION\tUPDATED_AT\tREASON",
+				func(i int) string {
+					d := res.Deliveries[i]
+					reason := d.FailureReason
+					if reason == "" {
+						reason = "-"
 					}
-				}
-				return nil
-			case len(res.Deliveries) == 0:
-				fmt.Fprintf(cmd.ErrOrStderr(), "no %s deliveries\n", state)
-				return nil
-			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "DELIVERY\tSTATE\tATTEMPTS\tEVENT_TYPE\tEVENT_ID\tSUBSCRIPTION\tUPDATED_AT\tREASON")
-			for _, d := range res.Deliveries {
-				reason := d.FailureReason
-				if reason == "" {
-					reason = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.DeliveryID, d.State, d.Attempts, d.EventType, d.EventID, d.SubscriptionID,
-					d.UpdatedAt.Format(time.RFC3339), reason)
-			}
-			if err := tw.Flush(); err != nil {
-				return fmt.Errorf("writing output: %w", err)
-			}
-			return nil
+					return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", d.DeliveryID, d.State, d.Attempts, d.EventType, d.EventID, d.SubscriptionID,
+						d.UpdatedAt.Format(time.RFC3339), reason)
+				})
 		},
 	})
 	redeliver := adminSub(c, &cobra.Command{
