@@ -85,16 +85,8 @@ retries at most twice with the same request ID; it stops on a conflict or an aut
 				}
 				return err
 			}
-			w := cmd.OutOrStdout()
-			switch {
-			case c.json:
-				return printJSON(w, res)
-			case c.quiet:
-				_, err := fmt.Fprintln(w, res.MessageID)
-				return err
-			}
-			return fields(w, "submission_state", string(res.SubmissionState), "message_id", res.MessageID, "thread_id", res.ThreadID,
-				"visible_seq", res.VisibleSeq, "committed_at", res.CommittedAt.Format(time.RFC3339Nano))
+			return c.result(cmd.OutOrStdout(), res, res.MessageID, "submission_state", string(res.SubmissionState), "message_id", res.MessageID,
+				"thread_id", res.ThreadID, "visible_seq", res.VisibleSeq, "committed_at", res.CommittedAt.Format(time.RFC3339Nano))
 		},
 	}
 	f := cmd.Flags()
