@@ -42,8 +42,13 @@ import (
 //
 // nb is called once per row subtest and once per property, and must return an empty backend; a property
 // gives each of its checks a new space (and a new service) on its backend. Property failures print the rapid
-// seed that reproduces them.
-func RunFailureMatrix(t *testing.T, nb NewBackend) {
+// seed that reproduces them. Of opts only BackendPerCheck applies: the property checks of P03 and P04 then
+// run each on a fresh backend.
+func RunFailureMatrix(t *testing.T, nb NewBackend, opts ...PropOption) {
+	var cfg propConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	t.Run("1_before_reservation_stored", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow1) })
 	t.Run("2_after_reserve_before_body", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow2) })
 	t.Run("3_after_body_before_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow3) })
@@ -57,8 +62,8 @@ func RunFailureMatrix(t *testing.T, nb NewBackend) {
 		// store/pebble TestKilledMidLoad (the store) and e2e TestKillDuringConcurrentSends (the server).
 		t.Skip("process kill needs a real process: see store/pebble TestKilledMidLoad and e2e TestKillDuringConcurrentSends")
 	})
-	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { t.Parallel(); mxP03(t, nb) })
-	t.Run("P04_referential_integrity", func(t *testing.T) { t.Parallel(); mxP04(t, nb) })
+	t.Run("P03_atomic_publish_at_every_fault_point", func(t *testing.T) { t.Parallel(); mxP03(t, nb, cfg) })
+	t.Run("P04_referential_integrity", func(t *testing.T) { t.Parallel(); mxP04(t, nb, cfg) })
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -359,6 +364,16 @@ func mxWrap(t testing.TB, nb NewBackend) mxBackend {
 	items.SetInterceptCommit(inj.commit(items.Inner()))
 	blobs.SetInterceptPut(inj.put)
 	return mxBackend{b: b, inj: inj}
+}
+
+// mxBackends returns the backend of each check of a matrix property: one for all checks (each check makes a
+// new space on it) or, with BackendPerCheck, a fresh one per check, released when the check ends.
+func mxBackends(t *testing.T, nb NewBackend, cfg propConfig) func(rt *rapid.T) mxBackend {
+	if cfg.perCheck {
+		return func(rt *rapid.T) mxBackend { return mxWrap(mxRapidTB{TB: t, rt: rt}, nb) }
+	}
+	mb := mxWrap(t, nb)
+	return func(*rapid.T) mxBackend { return mb }
 }
 
 // mxSpaces numbers the spaces the matrix creates, so that environments sharing one backend never share the
@@ -1100,10 +1115,10 @@ func mxStateRank(s domain.SubmissionState) int {
 // the state only moves forward and is the one the fault point implies; after fault-free retries every
 // request is committed exactly once (one message, one feed item, one inbox entry per recipient) with one
 // stable result.
-func mxP03(t *testing.T, nb NewBackend) {
-	mb := mxWrap(t, nb)
+func mxP03(t *testing.T, nb NewBackend, cfg propConfig) {
+	backend := mxBackends(t, nb, cfg)
 	rapid.Check(t, func(rt *rapid.T) {
-		e := mxNewEnvOn(mxRapidTB{TB: t, rt: rt}, mb, nil)
+		e := mxNewEnvOn(mxRapidTB{TB: t, rt: rt}, backend(rt), nil)
 		type model struct {
 			req    domain.SendRequest
 			from   Party
@@ -1408,7 +1423,7 @@ func mxRow7(t *testing.T, nb NewBackend) {
 // them atomically. A send naming an absent, foreign or unsealed blob is refused before anything is written
 // (its request ID stays unused); a send of sealed blobs publishes the message and the recipients' right to
 // read them in its one commit, so a failed commit leaves neither.
-func mxP04(t *testing.T, nb NewBackend) {
+func mxP04(t *testing.T, nb NewBackend, cfg propConfig) {
 	t.Run("refused_before_any_write", func(t *testing.T) {
 		mxPerPath(t, nb, func(t *testing.T, nb NewBackend, p mxPath) {
 			e := mxNewEnv(t, nb, nil)
@@ -1509,17 +1524,17 @@ func mxP04(t *testing.T, nb NewBackend) {
 		})
 	})
 
-	t.Run("random", func(t *testing.T) { t.Parallel(); mxP04Random(t, nb) })
+	t.Run("random", func(t *testing.T) { t.Parallel(); mxP04Random(t, nb, cfg) })
 }
 
 // mxP04Random sends random messages from two producers, each holding a sealed and an unsealed blob, naming
 // random attachments (own, foreign, unsealed, absent) with a random commit fault. A send is refused, writing
 // nothing, exactly when some attachment is not a sealed blob of its producer; otherwise, after retries, it is
 // published once and exactly its recipients can read its attachments.
-func mxP04Random(t *testing.T, nb NewBackend) {
-	mb := mxWrap(t, nb)
+func mxP04Random(t *testing.T, nb NewBackend, cfg propConfig) {
+	backend := mxBackends(t, nb, cfg)
 	rapid.Check(t, func(rt *rapid.T) {
-		e := mxNewEnvOn(mxRapidTB{TB: t, rt: rt}, mb, nil)
+		e := mxNewEnvOn(mxRapidTB{TB: t, rt: rt}, backend(rt), nil)
 		type entry struct {
 			blob   mxBlob
 			owner  int

@@ -14,8 +14,9 @@ import (
 type PropOption func(*propConfig)
 
 type propConfig struct {
-	steps       int // upper bound of random operations in one check
-	concurrency int // largest number of goroutines sending the same request (P01)
+	steps       int  // upper bound of random operations in one check
+	concurrency int  // largest number of goroutines sending the same request (P01)
+	perCheck    bool // a backend per rapid check instead of one per property (BackendPerCheck)
 }
 
 // MaxSteps bounds the number of random operations of one check (default 16). Slow adapters use fewer, so that
@@ -28,11 +29,22 @@ func MaxSteps(n int) PropOption {
 	}
 }
 
+// BackendPerCheck gives every rapid check of a property a fixture on a fresh backend of its own, instead of
+// fresh spaces on the one backend the property builds. The checks are independent either way (no check reads
+// another's spaces); the option is for adapters whose every call costs in proportion to all that the backend
+// holds: minidyn, the DynamoDB emulator, interprets the key condition of a Query on every item of the table
+// and copies the whole table for every TransactWriteItems, so on one shared table a property's time grows
+// with the square of its checks, on a table per check only linearly.
+func BackendPerCheck(on bool) PropOption {
+	return func(c *propConfig) { c.perCheck = on }
+}
+
 // RunProperties runs the randomized, model-based properties of SUPPLEMENT §15 (P01, P02, P05, P06, P07, P08,
 // P09, P14, P16, P18) through the service's public operations against the adapter nb makes, one subtest per
 // property. Each property is a rapid check: a failure prints the seed that reproduces it
 // (-rapid.seed=N, or the fail file rapid writes under testdata/rapid). Every property builds one fixture
-// (one backend) and gives each check fresh spaces, so checks are independent without reopening storage.
+// (one backend) and gives each check fresh spaces, so checks are independent without reopening storage
+// (BackendPerCheck: a fixture on a fresh backend per check).
 func RunProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 	cfg := propConfig{steps: 16, concurrency: 8}
 	for _, o := range opts {
@@ -81,8 +93,18 @@ func runActions(t *rapid.T, n int, actions map[string]func()) {
 // commit).
 const propInlineBodyMax = 64
 
-func newPropFixture(t *testing.T, nb NewBackend) *Fixture {
+func newPropFixture(t testing.TB, nb NewBackend) *Fixture {
 	return New(t, nb, func(c *domain.Config) { c.InlineBodyMax = propInlineBodyMax })
+}
+
+// fixtures returns the fixture of each check of a property: the property's one fixture, on which each check
+// makes fresh spaces, or with BackendPerCheck a new fixture on a fresh backend, released when the check ends.
+func (c propConfig) fixtures(t *testing.T, nb NewBackend) func(rt *rapid.T) *Fixture {
+	if c.perCheck {
+		return func(rt *rapid.T) *Fixture { return newPropFixture(mxRapidTB{TB: t, rt: rt}, nb) }
+	}
+	f := newPropFixture(t, nb)
+	return func(*rapid.T) *Fixture { return f }
 }
 
 // longBody pads text so that the body goes through the blob store.

@@ -28,8 +28,9 @@ import (
 //     (received → processed, receipt_version 1, 2) up to the strongest stage any ack asked for.
 func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
 	plan := &faulty.Random{}
-	f := newPropFixture(t, withRandomFaults(nb, plan))
+	fixture := cfg.fixtures(t, withRandomFaults(nb, plan))
 	rapid.Check(t, func(rt *rapid.T) {
+		f := fixture(rt)
 		plan.Stop()
 		c := f.With(rt)
 		ctx := context.Background()

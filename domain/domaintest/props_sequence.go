@@ -27,8 +27,9 @@ import (
 // later with a lower number.
 func propP05(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	f := newPropFixture(t, Faulty(nb, nil, &blobs))
+	fixture := cfg.fixtures(t, Faulty(nb, nil, &blobs))
 	rapid.Check(t, func(rt *rapid.T) {
+		f := fixture(rt)
 		c := f.With(rt)
 		ctx := context.Background()
 		sp := c.Space().SpaceID

@@ -46,8 +46,9 @@ func drawSendRequest(t *rapid.T, c *Client, recipients []string) domain.SendRequ
 // whose retry gets the result), when it is replayed later (after other commits and with the clock moved),
 // and through status — and there is exactly one feed item per request, at that visible_seq.
 func propP01(t *testing.T, nb NewBackend, cfg propConfig) {
-	f := newPropFixture(t, nb)
+	fixture := cfg.fixtures(t, nb)
 	rapid.Check(t, func(rt *rapid.T) {
+		f := fixture(rt)
 		c := f.With(rt)
 		ctx := context.Background()
 		sp := c.Space().SpaceID
@@ -329,8 +330,9 @@ func mMutate(t *rapid.T, req domain.SendRequest, md mMetadata, defaultRcpt strin
 // changes no receipt.
 func propP02(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	f := newPropFixture(t, Faulty(nb, nil, &blobs))
+	fixture := cfg.fixtures(t, Faulty(nb, nil, &blobs))
 	rapid.Check(t, func(rt *rapid.T) {
+		f := fixture(rt)
 		c := f.With(rt)
 		ctx := context.Background()
 		space := c.Space()

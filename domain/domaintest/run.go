@@ -20,6 +20,10 @@ type Features struct {
 	// PropertyChecks (the §15 and memory properties), MatrixChecks and WebhookChecks cap rapid's checks per
 	// property of each suite, unless -rapid.checks or RAPID_CHECKS chose a count (0: rapid's).
 	PropertyChecks, MatrixChecks, WebhookChecks int
+	// BackendPerCheck runs every rapid check of the §15 properties and of the matrix properties P03 and P04
+	// on a fresh backend of its own rather than on fresh spaces of one backend per property (see the
+	// BackendPerCheck option): for adapters whose calls cost in proportion to everything stored.
+	BackendPerCheck bool
 }
 
 // RunAll runs every domain suite against the backend nb makes, as subtests: the SUPPLEMENT §15 properties
@@ -31,7 +35,7 @@ type Features struct {
 func RunAll(t *testing.T, nb NewBackend, f Features) {
 	t.Run("Properties", func(t *testing.T) {
 		LimitRapidChecks(t, f.PropertyChecks)
-		RunProperties(t, nb, MaxSteps(f.Steps))
+		RunProperties(t, nb, MaxSteps(f.Steps), BackendPerCheck(f.BackendPerCheck))
 	})
 	t.Run("MemoryProperties", func(t *testing.T) {
 		LimitRapidChecks(t, f.PropertyChecks)
@@ -43,7 +47,7 @@ func RunAll(t *testing.T, nb NewBackend, f Features) {
 	})
 	t.Run("FailureMatrix", func(t *testing.T) {
 		LimitRapidChecks(t, f.MatrixChecks)
-		RunFailureMatrix(t, nb)
+		RunFailureMatrix(t, nb, BackendPerCheck(f.BackendPerCheck))
 	})
 	t.Run("Operations", func(t *testing.T) { RunOperations(t, nb) })
 }
