@@ -29,7 +29,7 @@ type realWorld struct {
 // newRealWorld starts the server; wrap, when not nil, wraps its handler (fault injection, inspection).
 func newRealWorld(t *testing.T, wrap func(http.Handler) http.Handler) *realWorld {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: realAdminSecret})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, NoSyncBlobs: true, AdminSecret: realAdminSecret})
 	if err != nil {
 		t.Fatalf("server.Open: %v", err)
 	}

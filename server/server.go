@@ -47,6 +47,9 @@ type Config struct {
 	AdminSecret string
 	// NoSync turns fsync off (tests and benchmarks that say so only).
 	NoSync bool
+	// NoSyncBlobs turns the blob store's fsync off too (tests that do not check durability only; NoSync
+	// alone leaves blob uploads flushed, as `serve --unsafe-no-fsync` does).
+	NoSyncBlobs bool
 	// Logger receives structured logs.
 	Logger *slog.Logger
 	// Version is published by describe.
@@ -178,7 +181,7 @@ func Open(cfg Config) (_ *Server, err error) {
 		}
 	}()
 	items := metrics.Store(st, rec)
-	blobs, err := fsblob.New(filepath.Join(cfg.DataDir, "blobs"))
+	blobs, err := fsblob.NewWithOptions(filepath.Join(cfg.DataDir, "blobs"), fsblob.Options{NoSync: cfg.NoSyncBlobs})
 	if err != nil {
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
 	}

@@ -43,7 +43,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Start opens a server in a temporary directory and serves it; it returns the server and its base URL.
 func Start(t testing.TB) (*server.Server, string) {
 	t.Helper()
-	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, AdminSecret: AdminSecret})
+	srv, err := server.Open(server.Config{DataDir: t.TempDir(), NoSync: true, NoSyncBlobs: true, AdminSecret: AdminSecret})
 	if err != nil {
 		t.Fatalf("servertest: %v", err)
 	}
