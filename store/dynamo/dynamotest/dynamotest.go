@@ -1,14 +1,18 @@
-// Package dynamotest runs the DynamoDB emulator minidyn (github.com/truora/minidyn, package server)
-// in-process on a loopback port for tests: the store under test talks to it through the real AWS SDK client
-// and HTTP, as it would to DynamoDB. Other processes (the Lambda bootstraps of the end-to-end test) can use
-// the same URL.
+// Package dynamotest runs the DynamoDB emulator minidyn (github.com/truora/minidyn, package server) for
+// tests on a loopback port: the store under test talks to it through the real AWS SDK client and HTTP, as it
+// would to DynamoDB. Other processes (the Lambda bootstraps of the end-to-end test) can use the same URL.
+// When WAYPOST_TEST_DYNAMODB_ENDPOINT names a running minidynd (scripts/emulators starts one), each
+// emulator is a fresh one of its own there, outside the race-instrumented test binary; otherwise it is served
+// in-process.
 package dynamotest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,6 +33,9 @@ const (
 	SecretKey = "waypost-test-secret"
 )
 
+// EnvEndpoint names the base URL of a running minidynd (./minidynd), which Start then uses.
+const EnvEndpoint = "WAYPOST_TEST_DYNAMODB_ENDPOINT"
+
 // Server is a running emulator.
 type Server struct {
 	// URL is the emulator's base URL (http://127.0.0.1:port).
@@ -39,13 +46,18 @@ type Server struct {
 	// otherwise).
 	RawURL    string
 	RawClient *dynamodb.Client
-	srv       *httptest.Server
+	srv       *httptest.Server // nil when the emulator is one of minidynd's
 	raw       *httptest.Server
 	tables    atomic.Int64
 }
 
-// Start starts an emulator; Close stops it.
+// Start starts an emulator, empty and of its own (a new name on the minidynd of EnvEndpoint, or in-process);
+// Close stops it.
 func Start() *Server {
+	if base := os.Getenv(EnvEndpoint); base != "" {
+		url := strings.TrimSuffix(base, "/") + "/e/" + rand.Text()
+		return &Server{URL: url, Client: NewClient(url)}
+	}
 	srv := httptest.NewServer(miniserver.NewServer())
 	return &Server{URL: srv.URL, Client: NewClient(srv.URL), srv: srv}
 }
@@ -95,8 +107,18 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// Close stops the emulator.
+// Close stops the emulator (minidynd drops it and its tables).
 func (s *Server) Close() {
+	if s.srv == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.URL, nil); err == nil {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		return
+	}
 	s.srv.CloseClientConnections()
 	s.srv.Close()
 	if s.raw != nil {
