@@ -45,10 +45,7 @@ import (
 // seed that reproduces them. Of opts only BackendPerCheck applies: the property checks of P03 and P04 then
 // run each on a fresh backend.
 func RunFailureMatrix(t *testing.T, nb NewBackend, opts ...PropOption) {
-	var cfg propConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := withOptions(propConfig{}, opts)
 	t.Run("1_before_reservation_stored", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow1) })
 	t.Run("2_after_reserve_before_body", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow2) })
 	t.Run("3_after_body_before_commit", func(t *testing.T) { t.Parallel(); mxPerPath(t, nb, mxRow3) })

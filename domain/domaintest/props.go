@@ -46,14 +46,7 @@ func BackendPerCheck(on bool) PropOption {
 // (one backend) and gives each check fresh spaces, so checks are independent without reopening storage
 // (BackendPerCheck: a fixture on a fresh backend per check).
 func RunProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
-	cfg := propConfig{steps: 16, concurrency: 8}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	for _, p := range []struct {
-		name string
-		run  func(t *testing.T, nb NewBackend, cfg propConfig)
-	}{
+	runProperties(t, nb, withOptions(propConfig{steps: 16, concurrency: 8}, opts), []property{
 		{"P01_IdempotentSubmit", propP01},
 		{"P02_Conflict", propP02},
 		{"P05_Sequence", propP05},
@@ -64,7 +57,26 @@ func RunProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"P14_CursorIntegrity", propP14},
 		{"P16_Visibility", propP16},
 		{"P18_Liveness", propP18},
-	} {
+	})
+}
+
+// property is one named property of a suite: run checks it on the adapter nb makes.
+type property struct {
+	name string
+	run  func(t *testing.T, nb NewBackend, cfg propConfig)
+}
+
+// withOptions returns cfg, a suite's defaults, adjusted by opts.
+func withOptions(cfg propConfig, opts []PropOption) propConfig {
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// runProperties runs each property as a parallel subtest of t, all with cfg.
+func runProperties(t *testing.T, nb NewBackend, cfg propConfig, props []property) {
+	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
 	}
 }

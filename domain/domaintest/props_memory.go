@@ -31,14 +31,7 @@ import (
 // produce (a write landing between an operation's read and its commit) are placed exactly with commit and
 // blob-put hooks around the adapter. MaxSteps shortens the checks and rounds for slow adapters.
 func RunMemoryProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
-	cfg := propConfig{steps: 24, concurrency: 4}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	for _, p := range []struct {
-		name string
-		run  func(t *testing.T, nb NewBackend, cfg propConfig)
-	}{
+	runProperties(t, nb, withOptions(propConfig{steps: 24, concurrency: 4}, opts), []property{
 		{"P10_MemoryCAS", mpP10},
 		{"P11_SnapshotDelta", mpP11},
 		{"P12_MemoryRead", mpP12},
@@ -61,9 +54,7 @@ func RunMemoryProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"BlobAttachments", mpAttachments},
 		{"BlobReReference", mpReReference},
 		{"StatusOfM1Writes", mpStatus},
-	} {
-		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
-	}
+	})
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -31,14 +31,7 @@ import (
 // otherwise a restart is a new Service over the same adapter. A failing rapid check prints its seed
 // (-rapid.seed=N). MaxSteps bounds the random operations of one check.
 func RunWebhookProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
-	cfg := propConfig{steps: 40, concurrency: 4}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	for _, p := range []struct {
-		name string
-		run  func(t *testing.T, nb NewBackend, cfg propConfig)
-	}{
+	runProperties(t, nb, withOptions(propConfig{steps: 40, concurrency: 4}, opts), []property{
 		{"P15_Model", func(t *testing.T, nb NewBackend, cfg propConfig) { whP15(t, nb, cfg, false) }},
 		{"P15_ModelRealSender", func(t *testing.T, nb NewBackend, cfg propConfig) { whP15(t, nb, cfg, true) }},
 		{"Schedule", whSchedule},
@@ -48,9 +41,7 @@ func RunWebhookProperties(t *testing.T, nb NewBackend, opts ...PropOption) {
 		{"CrashAfterClaim", whCrashAfterClaim},
 		{"StaleWakeRacesRedeliver", whStaleWakeRedeliver},
 		{"DualSigning", whDualSigning},
-	} {
-		t.Run(p.name, func(t *testing.T) { t.Parallel(); p.run(t, nb, cfg) })
-	}
+	})
 }
 
 // Reopener is implemented by a test backend's item store that can be closed and opened again on the same
