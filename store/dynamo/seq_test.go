@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
@@ -54,24 +54,6 @@ func (h *hooked) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fu
 	return h.API.PutItem(ctx, in, o...)
 }
 
-// fakeClock is a settable clock for the grace period.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 var seqUnderTest = port.Sequence{Counter: port.Key{PK: "SP#s", SK: "SEQ"}, Slots: "FD#s", Head: port.Key{PK: "SH#s", SK: "HEAD"}}
 
 // seqTx is a sequence transaction of one value filling its slot with tag and a side item.
@@ -89,9 +71,9 @@ func seqTx(tag string, built *atomic.Int32) port.Tx {
 
 // seqStores returns n stores on one fresh table, each with its own API wrapper and gap observations (as n
 // processes would have), sharing the fake clock it returns.
-func seqStores(t *testing.T, n int) ([]*dynamo.Store, []*hooked, *fakeClock) {
+func seqStores(t *testing.T, n int) ([]*dynamo.Store, []*hooked, *domaintest.Clock) {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)}
+	clock := domaintest.NewClock()
 	srv := dynamotest.New(t)
 	table := srv.Table(t)
 	stores := make([]*dynamo.Store, n)
@@ -148,11 +130,11 @@ func TestSeqLateWriterLosesToVoider(t *testing.T) {
 		if h := mustHead(t, reader); h != 0 {
 			t.Errorf("head %d while slot 1 may still commit", h)
 		}
-		clock.Add(dynamo.DefaultVoidGrace - time.Millisecond)
+		clock.Advance(dynamo.DefaultVoidGrace - time.Millisecond)
 		if h := mustHead(t, reader); h != 0 {
 			t.Errorf("head %d before the grace period ended", h)
 		}
-		clock.Add(time.Millisecond)
+		clock.Advance(time.Millisecond)
 		if h := mustHead(t, reader); h != 2 {
 			t.Errorf("head %d after the grace period, want 2 (slot 1 voided)", h)
 		}
@@ -202,7 +184,7 @@ func TestSeqLateWriterBeatsVoider(t *testing.T) {
 		if h := mustHead(t, reader); h != 0 { // the reader observes the gap now
 			t.Errorf("head %d", h)
 		}
-		clock.Add(dynamo.DefaultVoidGrace)
+		clock.Advance(dynamo.DefaultVoidGrace)
 		out, err := hooks[0].API.TransactWriteItems(ctx, in) // A lands first …
 		if h := mustHead(t, reader); h != 2 {                // … then the reader's void finds slot 1 filled
 			t.Errorf("head %d, want 2", h)
@@ -245,7 +227,7 @@ func TestSeqDeadWriter(t *testing.T) {
 	if h := mustHead(t, reader); h != 0 {
 		t.Fatalf("head %d past the dead writer's slot", h)
 	}
-	clock.Add(dynamo.DefaultVoidGrace / 2)
+	clock.Advance(dynamo.DefaultVoidGrace / 2)
 	// A second dead writer leaves slot 3; slot 4 commits: slot 3's grace starts now, not with slot 1's.
 	if _, err := dead.Commit(context.Background(), seqTx("dead2", nil)); !errors.Is(err, killed) {
 		t.Fatalf("dead writer 2: %v", err)
@@ -256,15 +238,15 @@ func TestSeqDeadWriter(t *testing.T) {
 	if h := mustHead(t, reader); h != 0 {
 		t.Fatalf("head %d", h)
 	}
-	clock.Add(dynamo.DefaultVoidGrace / 2)
+	clock.Advance(dynamo.DefaultVoidGrace / 2)
 	if h := mustHead(t, reader); h != 2 {
 		t.Fatalf("head %d after slot 1's grace period, want 2 (slot 3 observed later)", h)
 	}
-	clock.Add(dynamo.DefaultVoidGrace/2 - time.Millisecond)
+	clock.Advance(dynamo.DefaultVoidGrace/2 - time.Millisecond)
 	if h := mustHead(t, reader); h != 2 {
 		t.Fatalf("head %d before slot 3's grace period ended", h)
 	}
-	clock.Add(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if h := mustHead(t, reader); h != 4 {
 		t.Fatalf("head %d after slot 3's grace period, want 4", h)
 	}
@@ -387,7 +369,7 @@ func TestSeqReadOnlyReader(t *testing.T) {
 	}
 	mustHead(t, ro)
 	mustHead(t, rw)
-	clock.Add(dynamo.DefaultVoidGrace)
+	clock.Advance(dynamo.DefaultVoidGrace)
 	if h := mustHead(t, ro); h != 2 {
 		t.Fatalf("read-only head %d past a slot it could not void", h)
 	}
@@ -441,7 +423,7 @@ func TestSeqHeadProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	head(2, 0) // it moved: writers carry it
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	head(2, 1) // unchanged for a second: probe
 	// A writer commits slot 3 and crashes before moving the watermark.
 	hooks[0].onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput) error {
@@ -454,7 +436,7 @@ func TestSeqHeadProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	head(2, 0) // trusted: slot 3 is not visible yet …
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	head(3, 2) // … until the next probe (which carries, and reads again above)
 	hooks[0].onUpdate = nil
 }
