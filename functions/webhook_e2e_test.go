@@ -25,6 +25,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/sqsqueue"
 	"github.com/waypost/waypost/store/sqsqueue/sqstest"
 )
@@ -48,7 +49,7 @@ type receiver struct {
 	status     atomic.Int64
 	mu         sync.Mutex
 	challenges int
-	events     []hook
+	events     syncbuf.List[hook]
 	bad        []string
 }
 
@@ -90,7 +91,7 @@ func newReceiver(t *testing.T) *receiver {
 			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": probe.Challenge})
 			return
 		}
-		r.events = append(r.events, hook{id: req.Header.Get("webhook-id"), contentType: req.Header.Get("Content-Type"), body: body})
+		r.events.Add(hook{id: req.Header.Get("webhook-id"), contentType: req.Header.Get("Content-Type"), body: body})
 		w.WriteHeader(int(r.status.Load()))
 	}))
 	t.Cleanup(r.srv.Close)
@@ -110,14 +111,6 @@ func specSignatureOK(key []byte, h http.Header, body []byte) bool {
 		}
 	}
 	return false
-}
-
-func (r *receiver) take() []hook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.events
-	r.events = nil
-	return out
 }
 
 // sqsRecorder is a reverse proxy in front of the SQS emulator that the functions are pointed at: it keeps
@@ -373,7 +366,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 		t.Fatalf("deliverer failures: %q", failed)
 	}
 	item := itemOf(sent)
-	got := recv.take()
+	got := recv.events.Take()
 	if len(got) != 1 || got[0].id != item.ItemID || got[0].contentType != "application/cloudevents+json" {
 		t.Fatalf("receiver got %+v, want one event %s", got, item.ItemID)
 	}
@@ -426,7 +419,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 		msgs = nil
 	}
 	secondItem := itemOf(second)
-	if got := recv.take(); len(got) != 1 || got[0].id != secondItem.ItemID {
+	if got := recv.events.Take(); len(got) != 1 || got[0].id != secondItem.ItemID {
 		t.Fatalf("receiver got %+v", got)
 	}
 	pending, _ := okData[struct {
@@ -451,7 +444,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if failed := q.deliver(t, deliverer, msgs); len(failed) != 0 {
 		t.Fatalf("deliverer failures: %q", failed)
 	}
-	if got := recv.take(); len(got) != 1 || got[0].id != secondItem.ItemID {
+	if got := recv.events.Take(); len(got) != 1 || got[0].id != secondItem.ItemID {
 		t.Fatalf("receiver got %+v", got)
 	}
 	if s := sends.take(); len(s) != 0 {
@@ -482,7 +475,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if failed := q.deliver(t, deliverer, msgs); len(msgs) != 1 || len(failed) != 0 {
 		t.Fatalf("redelivery: %d messages, failures %q", len(msgs), failed)
 	}
-	if got := recv.take(); len(got) != 1 || got[0].id != secondItem.ItemID {
+	if got := recv.events.Take(); len(got) != 1 || got[0].id != secondItem.ItemID {
 		t.Fatalf("receiver got %+v after the redelivery", got)
 	}
 
@@ -514,7 +507,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if failed := q.deliver(t, deliverer, msgs); len(msgs) != 1 || len(failed) != 0 {
 		t.Fatalf("after the sweep: %d messages, failures %q", len(msgs), failed)
 	}
-	if got := recv.take(); len(got) != 1 || got[0].id != itemOf(third).ItemID {
+	if got := recv.events.Take(); len(got) != 1 || got[0].id != itemOf(third).ItemID {
 		t.Fatalf("receiver got %+v after the sweep", got)
 	}
 

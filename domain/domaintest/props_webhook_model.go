@@ -295,7 +295,7 @@ func (m *whModel) check(after string) {
 	m.violations = nil
 	m.mu.Unlock()
 	if m.recv != nil {
-		v = append(v, m.recv.problems()...)
+		v = append(v, m.recv.errs.Take()...)
 	}
 	if len(v) > 0 {
 		m.t.Fatalf("after %s:\n%s", after, strings.Join(v, "\n"))
@@ -1019,7 +1019,7 @@ func (m *whModel) final(st *whStats) {
 	}
 	if m.recv != nil {
 		delivered := 0
-		for _, ev := range m.recv.received() {
+		for _, ev := range m.recv.events.All() {
 			if ev.Status >= 200 && ev.Status <= 299 {
 				delivered++
 			}

@@ -15,6 +15,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/webhook/dial"
 	"github.com/waypost/waypost/webhook/sender"
 )
@@ -29,9 +30,10 @@ type whReceiver struct {
 	fake  *FakeWebhooks
 	clock func() time.Time
 
+	errs   syncbuf.List[string]     // problems found, taken by the test goroutine
+	events syncbuf.List[whReceived] // every event accepted
+
 	mu        sync.Mutex
-	errs      []string
-	events    []whReceived
 	forbidden []string // texts that must never appear in an event (message bodies and subjects)
 }
 
@@ -64,9 +66,7 @@ func realSender(t testing.TB, clock func() time.Time) *sender.Sender {
 }
 
 func (r *whReceiver) fail(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	r.errs.Add(fmt.Sprintf(format, args...))
 }
 
 // forbid adds texts that must not appear in any event.
@@ -74,22 +74,6 @@ func (r *whReceiver) forbid(texts ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.forbidden = append(r.forbidden, texts...)
-}
-
-// problems returns and clears the problems found so far.
-func (r *whReceiver) problems() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.errs
-	r.errs = nil
-	return out
-}
-
-// received returns the events accepted so far.
-func (r *whReceiver) received() []whReceived {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]whReceived(nil), r.events...)
 }
 
 // verifies reports whether the request verifies with secret (timestamp tolerance off: the signing clock is
@@ -161,9 +145,7 @@ func (r *whReceiver) handle(w http.ResponseWriter, req *http.Request) {
 		r.fail("%s: event %s carries %d signatures, want %d", url, id, nsig, wantSigs)
 	}
 	r.checkEvent(url, id, req.Header.Get("Content-Type"), body)
-	r.mu.Lock()
-	r.events = append(r.events, whReceived{URL: url, WebhookID: id, Body: body, Header: h.Clone(), Sigs: nsig, Status: a.Status})
-	r.mu.Unlock()
+	r.events.Add(whReceived{URL: url, WebhookID: id, Body: body, Header: h.Clone(), Sigs: nsig, Status: a.Status})
 	if a.Status == 0 {
 		panic(http.ErrAbortHandler) // the connection drops without an answer
 	}
@@ -210,7 +192,7 @@ func (r *whReceiver) checkEvent(url, id, contentType string, body []byte) {
 	defer r.mu.Unlock()
 	for _, text := range r.forbidden {
 		if strings.Contains(string(body), text) {
-			r.errs = append(r.errs, fmt.Sprintf("%s: event %s carries content %q", url, id, text))
+			r.fail("%s: event %s carries content %q", url, id, text)
 		}
 	}
 }

@@ -517,10 +517,10 @@ func whDualSigning(t *testing.T, nb NewBackend, _ propConfig) {
 		t.Helper()
 		fi := s.send(what)
 		s.e.work()
-		for _, p := range recv.problems() {
+		for _, p := range recv.errs.Take() {
 			t.Error(p)
 		}
-		evs := recv.received()
+		evs := recv.events.All()
 		ev := evs[len(evs)-1]
 		if ev.WebhookID != fi.ItemID || ev.Status != http.StatusOK {
 			t.Fatalf("%s: received %+v, want %s delivered", what, ev, fi.ItemID)

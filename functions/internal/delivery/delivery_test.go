@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/internal/delivery"
 	"github.com/waypost/waypost/internal/platform"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/faulty"
@@ -27,9 +27,8 @@ import (
 
 // fakeSender is a port.WebhookSender that passes every challenge and answers deliveries with status.
 type fakeSender struct {
-	mu     sync.Mutex
 	status int
-	sent   []string // event feed items' item_id, in order
+	sent   syncbuf.List[string] // event feed items' item_id, in order
 }
 
 func (s *fakeSender) CheckTarget(string) error { return nil }
@@ -43,18 +42,8 @@ func (s *fakeSender) Deliver(_ context.Context, _ string, _ port.WebhookKeys, ev
 	if err := json.Unmarshal(ev.FeedItem, &fi); err != nil {
 		return port.WebhookResult{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, fi.ItemID)
+	s.sent.Add(fi.ItemID)
 	return port.WebhookResult{Delivered: s.status/100 == 2, StatusCode: s.status, Reason: fmt.Sprintf("status %d", s.status)}, nil
-}
-
-func (s *fakeSender) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sent
-	s.sent = nil
-	return out
 }
 
 // wake is one Enqueue call.
@@ -65,27 +54,16 @@ type wake struct {
 
 // fakeQueue records wake-ups; err makes Enqueue fail.
 type fakeQueue struct {
-	mu    sync.Mutex
 	err   error
-	wakes []wake
+	wakes syncbuf.List[wake]
 }
 
 func (q *fakeQueue) Enqueue(_ context.Context, ref port.DeliveryRef, notBefore time.Time) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.err != nil {
 		return q.err
 	}
-	q.wakes = append(q.wakes, wake{ref, notBefore})
+	q.wakes.Add(wake{ref, notBefore})
 	return nil
-}
-
-func (q *fakeQueue) take() []wake {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.wakes
-	q.wakes = nil
-	return out
 }
 
 // deliveryWorld is a domain on DynamoDB (minidyn) with a simulated stream of its table, a fake sender and
@@ -149,7 +127,7 @@ func (w *deliveryWorld) sendTwo(t *testing.T) (events.DynamoDBEvent, []events.Dy
 // dispatchAll runs the dispatcher on ev, which must go through whole and queue exactly wakes wake-ups.
 func (w *deliveryWorld) dispatchAll(t *testing.T, ev events.DynamoDBEvent, wakes int, what string) {
 	t.Helper()
-	if resp, err := w.dispatch.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != wakes {
+	if resp, err := w.dispatch.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 || len(w.queue.wakes.Take()) != wakes {
 		t.Fatalf("%s: %+v, %v", what, resp, err)
 	}
 }
@@ -218,7 +196,7 @@ func TestDispatchHandler(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("dispatch: %+v, %v", resp, err)
 	}
-	wakes := w.queue.take()
+	wakes := w.queue.wakes.Take()
 	if len(wakes) != 1 || wakes[0].ref.SpaceID != w.space || !wakes[0].notBefore.Equal(w.f.Clock.Now()) {
 		t.Fatalf("wake-ups: %+v", wakes)
 	}
@@ -253,7 +231,7 @@ func TestDispatchHandlerBadImage(t *testing.T) {
 	if err != nil || strings.Join(failures(resp), ",") != "bad-1" {
 		t.Fatalf("dispatch: %+v, %v", resp, err)
 	}
-	if wakes := w.queue.take(); len(wakes) != 1 {
+	if wakes := w.queue.wakes.Take(); len(wakes) != 1 {
 		t.Fatalf("wake-ups before the bad record: %+v", wakes)
 	}
 	// Lambda retries from the failed record on; once it is fixed, the rest goes through.
@@ -280,7 +258,7 @@ func TestDispatchHandlerStorageFailure(t *testing.T) {
 		t.Fatalf("dispatch with the subscriptions unreadable: %+v, %v (feed records %s, %s)", resp, err,
 			feed[0].Change.SequenceNumber, feed[1].Change.SequenceNumber)
 	}
-	if wakes := w.queue.take(); len(wakes) != 1 {
+	if wakes := w.queue.wakes.Take(); len(wakes) != 1 {
 		t.Fatalf("wake-ups: %+v, want the first item's", wakes)
 	}
 	armed.Disarm()
@@ -296,26 +274,26 @@ func TestDeliverHandler(t *testing.T) {
 	if _, err := w.dispatch.Handle(ctx, w.next(t)); err != nil {
 		t.Fatal(err)
 	}
-	ref := w.queue.take()[0].ref
+	ref := w.queue.wakes.Take()[0].ref
 	msg := body(t, ref)
 
 	// The receiver fails: one attempt, and a wake-up about 1 s later (±10%).
 	w.sender.status = 500
 	resp, err := w.deliver.HandleSQS(ctx, sqsEvent(msg))
-	if err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.take()) != 1 {
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.sent.Take()) != 1 {
 		t.Fatalf("first attempt: %+v, %v", resp, err)
 	}
-	wakes := w.queue.take()
+	wakes := w.queue.wakes.Take()
 	now := w.f.Clock.Now()
 	if len(wakes) != 1 || wakes[0].ref != ref || wakes[0].notBefore.Sub(now) < 900*time.Millisecond || wakes[0].notBefore.Sub(now) > 1100*time.Millisecond {
 		t.Fatalf("wake-ups after a failed first attempt: %+v (now %v)", wakes, now)
 	}
 	next := wakes[0].notBefore
 	// Woken early (a duplicate, or a delay SQS rounded): no attempt, the same wake-up again.
-	if resp, err := w.deliver.HandleSQS(ctx, sqsEvent(msg)); err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.take()) != 0 {
+	if resp, err := w.deliver.HandleSQS(ctx, sqsEvent(msg)); err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.sent.Take()) != 0 {
 		t.Fatalf("early wake-up: %+v, %v", resp, err)
 	}
-	if wakes := w.queue.take(); len(wakes) != 1 || !wakes[0].notBefore.Equal(next) {
+	if wakes := w.queue.wakes.Take(); len(wakes) != 1 || !wakes[0].notBefore.Equal(next) {
 		t.Fatalf("wake-ups after an early wake-up: %+v, want one at %v", wakes, next)
 	}
 
@@ -330,7 +308,7 @@ func TestDeliverHandler(t *testing.T) {
 	if res, ok := out.(delivery.DueSweepResult); err != nil || !ok || res.Due != 1 || res.Requeued != 1 || res.More {
 		t.Fatalf("scheduled sweep: %#v, %v", out, err)
 	}
-	if wakes := w.queue.take(); len(wakes) != 1 || wakes[0].ref != ref {
+	if wakes := w.queue.wakes.Take(); len(wakes) != 1 || wakes[0].ref != ref {
 		t.Fatalf("wake-ups of the sweep: %+v", wakes)
 	}
 
@@ -342,14 +320,14 @@ func TestDeliverHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = w.deliver.Handle(ctx, raw)
-	if r, ok := out.(events.SQSEventResponse); err != nil || !ok || len(r.BatchItemFailures) != 0 || len(w.sender.take()) != 1 || len(w.queue.take()) != 0 {
+	if r, ok := out.(events.SQSEventResponse); err != nil || !ok || len(r.BatchItemFailures) != 0 || len(w.sender.sent.Take()) != 1 || len(w.queue.wakes.Take()) != 0 {
 		t.Fatalf("second attempt: %#v, %v", out, err)
 	}
 	if l, err := w.f.Svc.ListDeliveries(ctx, w.space, domain.DeliveryPending); err != nil || len(l.Deliveries) != 0 {
 		t.Fatalf("pending after delivery: %+v, %v", l, err)
 	}
 	// A wake-up of a finished delivery is just consumed.
-	if resp, err := w.deliver.HandleSQS(ctx, sqsEvent(msg)); err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.take())+len(w.queue.take()) != 0 {
+	if resp, err := w.deliver.HandleSQS(ctx, sqsEvent(msg)); err != nil || len(resp.BatchItemFailures) != 0 || len(w.sender.sent.Take())+len(w.queue.wakes.Take()) != 0 {
 		t.Fatalf("wake-up after delivery: %+v, %v", resp, err)
 	}
 	if out, err := w.deliver.Handle(ctx, json.RawMessage(`{"hello":"world"}`)); err == nil {
@@ -365,7 +343,7 @@ func TestDeliverHandlerFailures(t *testing.T) {
 	if _, err := w.dispatch.Handle(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	wakes := w.queue.take()
+	wakes := w.queue.wakes.Take()
 	if len(wakes) != 2 {
 		t.Fatalf("%d wake-ups", len(wakes))
 	}
@@ -378,7 +356,7 @@ func TestDeliverHandlerFailures(t *testing.T) {
 	for _, f := range resp.BatchItemFailures {
 		ids = append(ids, f.ItemIdentifier)
 	}
-	if err != nil || strings.Join(slices.Sorted(slices.Values(ids)), ",") != "m-0,m-1" || armed.Fired() == 0 || len(w.sender.take()) != 1 {
+	if err != nil || strings.Join(slices.Sorted(slices.Values(ids)), ",") != "m-0,m-1" || armed.Fired() == 0 || len(w.sender.sent.Take()) != 1 {
 		t.Fatalf("mixed batch: failures %q, %v (fault fired %d)", ids, err, armed.Fired())
 	}
 	armed.Disarm()

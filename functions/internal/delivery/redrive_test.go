@@ -135,12 +135,12 @@ func TestDispatchRedrivesStreamFailures(t *testing.T) {
 	if resp := invokeSQS(t, w.dispatch, failureRecord("1000", last)); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("re-drive: %+v", resp)
 	}
-	wakes := w.queue.take()
+	wakes := w.queue.wakes.Take()
 	list, err := w.f.Svc.ListDeliveries(context.Background(), w.space, domain.DeliveryPending)
 	if err != nil || len(wakes) != 1 || len(list.Deliveries) != 1 {
 		t.Fatalf("after the re-drive: %d wake-ups, deliveries %+v, %v", len(wakes), list, err)
 	}
-	if resp := invokeSQS(t, w.dispatch, failureRecord("1000", last)); len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
+	if resp := invokeSQS(t, w.dispatch, failureRecord("1000", last)); len(resp.BatchItemFailures) != 0 || len(w.queue.wakes.Take()) != 0 {
 		t.Fatalf("the same failure again: %+v (nothing new may be created)", resp)
 	}
 	// The range ends before the feed item: nothing of it is dispatched.
@@ -157,7 +157,7 @@ func TestDispatchRedrivesStreamFailures(t *testing.T) {
 		t.Fatal("no feed record")
 	}
 	if feedAt > 0 {
-		if resp := invokeSQS(t, w.dispatch, failureRecord("1000", strconv.Itoa(1000+feedAt-1))); len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 0 {
+		if resp := invokeSQS(t, w.dispatch, failureRecord("1000", strconv.Itoa(1000+feedAt-1))); len(resp.BatchItemFailures) != 0 || len(w.queue.wakes.Take()) != 0 {
 			t.Fatalf("a range before the feed item: %+v", resp)
 		}
 	}
@@ -168,7 +168,7 @@ func TestDispatchRedrivesStreamFailures(t *testing.T) {
 	if got := len(resp.BatchItemFailures); got != len(bad) {
 		t.Fatalf("%d failures, want %d: %+v", got, len(bad), resp)
 	}
-	if wakes := w.queue.take(); len(wakes) != 1 {
+	if wakes := w.queue.wakes.Take(); len(wakes) != 1 {
 		t.Fatalf("the good message of the batch: %d wake-ups", len(wakes))
 	}
 	shard2.err = errors.New("stream unreadable")
@@ -184,7 +184,7 @@ func TestDispatchRedrivesStreamFailures(t *testing.T) {
 		t.Fatalf("dispatch failing again: %+v", resp)
 	}
 	armed.Disarm()
-	if resp := invokeSQS(t, w.dispatch, failureRecord("1000", strconv.Itoa(1000+len(shard3.records)-1))); len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 1 {
+	if resp := invokeSQS(t, w.dispatch, failureRecord("1000", strconv.Itoa(1000+len(shard3.records)-1))); len(resp.BatchItemFailures) != 0 || len(w.queue.wakes.Take()) != 1 {
 		t.Fatalf("once dispatch works: %+v", resp)
 	}
 }
@@ -199,7 +199,7 @@ func TestDispatchInvokeStream(t *testing.T) {
 	}
 	out, err := w.dispatch.Invoke(context.Background(), raw)
 	resp, ok := out.(events.DynamoDBEventResponse)
-	if err != nil || !ok || len(resp.BatchItemFailures) != 0 || len(w.queue.take()) != 1 {
+	if err != nil || !ok || len(resp.BatchItemFailures) != 0 || len(w.queue.wakes.Take()) != 1 {
 		t.Fatalf("stream batch through Invoke: %#v, %v", out, err)
 	}
 }
