@@ -11,8 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,59 +109,6 @@ func specSignatureOK(key []byte, h http.Header, body []byte) bool {
 		}
 	}
 	return false
-}
-
-// sqsRecorder is a reverse proxy in front of the SQS emulator that the functions are pointed at: it keeps
-// the JSON body of every SendMessage, so the test sees the delays the binaries asked for, and when the
-// request passed (before the emulator saw it).
-type sqsRecorder struct {
-	mu    sync.Mutex
-	sends []map[string]any
-	at    []time.Time
-}
-
-func startSQSRecorder(t *testing.T, target string) (*sqsRecorder, string) {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &sqsRecorder{}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		if req.Header.Get("X-Amz-Target") == "AmazonSQS.SendMessage" {
-			var m map[string]any
-			_ = json.Unmarshal(b, &m)
-			rec.mu.Lock()
-			rec.sends = append(rec.sends, m)
-			rec.at = append(rec.at, time.Now())
-			rec.mu.Unlock()
-		}
-		proxy.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	return rec, srv.URL
-}
-
-// take returns the SendMessage bodies recorded since the last call.
-func (r *sqsRecorder) take() []map[string]any {
-	out, _ := r.takeTimed()
-	return out
-}
-
-// takeTimed is take with the times the requests passed.
-func (r *sqsRecorder) takeTimed() ([]map[string]any, []time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out, at := r.sends, r.at
-	r.sends, r.at = nil, nil
-	return out, at
 }
 
 // queue is the test's own view of the delivery queue: it plays Lambda's SQS event source mapping.
@@ -285,9 +230,9 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	sqsEnv := sqstest.Require(t)
 	queueURL := sqsEnv.Queue(t)
 	q := queue{c: sqsEnv.Client(), url: queueURL}
-	sends, sqsURL := startSQSRecorder(t, sqsEnv.Endpoint)
+	sends := sqstest.NewRecorder(t, sqsEnv.Endpoint)
 	recv := newReceiver(t)
-	e := newLambdaEnv(t, map[string]string{config.EnvDeliveryQueueURL: queueURL, config.EnvSQSEndpoint: sqsURL, config.EnvWebhookAllowLoopback: "1"})
+	e := newLambdaEnv(t, map[string]string{config.EnvDeliveryQueueURL: queueURL, config.EnvSQSEndpoint: sends.URL, config.EnvWebhookAllowLoopback: "1"})
 	names := []string{"admin", "mailbox", "dispatcher", "deliverer"}
 	fn := e.start(t, buildFunctions(t, names...), names...)
 	admin, mailbox, dispatcher, deliverer := fn["admin"], fn["mailbox"], fn["dispatcher"], fn["deliverer"]
@@ -343,7 +288,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	sent := send("the secret text of message one")
 	first := stream.Next(t)
 	dispatch(t, dispatcher, first)
-	if s := sends.take(); len(s) != 1 || s[0]["QueueUrl"] != queueURL {
+	if s := sends.Take(); len(s) != 1 || s[0]["QueueUrl"] != queueURL {
 		t.Fatalf("the dispatcher's SendMessage calls: %v", s)
 	}
 	msgs := q.receive(t, 3*time.Second)
@@ -356,7 +301,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	}
 	// Dispatching the same records again (a retried stream batch) queues nothing.
 	dispatch(t, dispatcher, first)
-	if s := sends.take(); len(s) != 0 {
+	if s := sends.Take(); len(s) != 0 {
 		t.Fatalf("a repeated stream batch was queued again: %v", s)
 	}
 
@@ -383,7 +328,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 		data["message_id"] != sent.ResourceID || data["visible_seq"] != sent.VisibleSeq || bytes.Contains(got[0].body, []byte("secret text")) {
 		t.Fatalf("event %s", got[0].body)
 	}
-	if s := sends.take(); len(s) != 0 {
+	if s := sends.Take(); len(s) != 0 {
 		t.Fatalf("a delivered event was queued again: %v", s)
 	}
 
@@ -393,7 +338,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	recv.status.Store(http.StatusInternalServerError)
 	second := send("message two")
 	dispatch(t, dispatcher, stream.Next(t))
-	sends.take()
+	sends.Take()
 	msgs = q.receive(t, 3*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages after the second commit", len(msgs))
@@ -401,7 +346,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if failed := q.deliver(t, deliverer, msgs); len(failed) != 0 {
 		t.Fatalf("deliverer failures: %q", failed)
 	}
-	s, sentAt := sends.takeTimed()
+	s, sentAt := sends.TakeTimed()
 	// 1 s ± 10% from the end of the attempt, rounded up to whole seconds: 1, or 2 when the jitter went
 	// past the next second.
 	if len(s) != 1 || (s[0]["DelaySeconds"] != float64(1) && s[0]["DelaySeconds"] != float64(2)) || s[0]["MessageBody"] != msgs[0].Body {
@@ -447,7 +392,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if got := recv.events.Take(); len(got) != 1 || got[0].id != secondItem.ItemID {
 		t.Fatalf("receiver got %+v", got)
 	}
-	if s := sends.take(); len(s) != 0 {
+	if s := sends.Take(); len(s) != 0 {
 		t.Fatalf("a given-up delivery was queued again: %v", s)
 	}
 	failedList, _ := okData[struct {
@@ -468,7 +413,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	recv.status.Store(http.StatusOK)
 	okData[deliveryData](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/deliveries/"+failedList.Deliveries[0].DeliveryID+"/redeliver",
 		adminSecret, map[string]any{"request_id": "redeliver-1"})
-	if s := sends.take(); len(s) != 1 || s[0]["MessageBody"] != msgs[0].Body {
+	if s := sends.Take(); len(s) != 1 || s[0]["MessageBody"] != msgs[0].Body {
 		t.Fatalf("the admin function's SendMessage calls: %v", s)
 	}
 	msgs = q.receive(t, 3*time.Second)
@@ -483,7 +428,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	// finds the delivery in the due index and queues it again.
 	third := send("message three")
 	dispatch(t, dispatcher, stream.Next(t))
-	sends.take()
+	sends.Take()
 	lost := q.receive(t, 3*time.Second)
 	if len(lost) != 1 {
 		t.Fatalf("%d messages after the third commit", len(lost))

@@ -1,16 +1,8 @@
 package sqsqueue_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,50 +57,6 @@ func TestMessageCodec(t *testing.T) {
 	}
 }
 
-// recorder is a reverse proxy in front of the emulator that keeps the JSON body of every SendMessage, so the
-// test sees exactly what went over the wire.
-type recorder struct {
-	mu    sync.Mutex
-	sends []map[string]any
-}
-
-func (r *recorder) start(t *testing.T, target string) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		if req.Header.Get("X-Amz-Target") == "AmazonSQS.SendMessage" {
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Errorf("SendMessage body is not JSON: %s", b)
-			}
-			r.mu.Lock()
-			r.sends = append(r.sends, m)
-			r.mu.Unlock()
-		}
-		proxy.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func (r *recorder) take() []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.sends
-	r.sends = nil
-	return out
-}
-
 func client(endpoint string) *sqs.Client {
 	return sqs.New(sqs.Options{Region: sqstest.Region, Credentials: credentials.NewStaticCredentialsProvider(sqstest.AccessKey, sqstest.SecretKey, "")},
 		sqsqueue.ClientOptions(endpoint))
@@ -136,8 +84,8 @@ func receive(t *testing.T, c *sqs.Client, queueURL string, wait int32) []string 
 func TestEnqueueOnEmulator(t *testing.T) {
 	e := sqstest.Require(t)
 	queueURL := e.Queue(t)
-	rec := &recorder{}
-	c := client(rec.start(t, e.Endpoint))
+	rec := sqstest.NewRecorder(t, e.Endpoint)
+	c := client(rec.URL)
 	now := time.Now()
 	clock := func() time.Time { return now }
 	q, err := sqsqueue.New(c, queueURL, sqsqueue.Options{Now: clock})
@@ -149,7 +97,7 @@ func TestEnqueueOnEmulator(t *testing.T) {
 	if err := q.Enqueue(ctx, due, now.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	sends := rec.take()
+	sends := rec.Take()
 	if len(sends) != 1 || sends[0]["QueueUrl"] != queueURL || sends[0]["MessageBody"] != `{"space_id":"spc_due","delivery_id":"dl_due"}` {
 		t.Fatalf("SendMessage requests: %v", sends)
 	}
@@ -170,7 +118,7 @@ func TestEnqueueOnEmulator(t *testing.T) {
 	if err := q.Enqueue(ctx, later, now.Add(1500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if sends := rec.take(); len(sends) != 1 || sends[0]["DelaySeconds"] != float64(2) {
+	if sends := rec.Take(); len(sends) != 1 || sends[0]["DelaySeconds"] != float64(2) {
 		t.Fatalf("SendMessage requests: %v, want DelaySeconds 2", sends)
 	}
 	arrived := receive(t, c, queueURL, 0)
@@ -193,7 +141,7 @@ func TestEnqueueOnEmulator(t *testing.T) {
 	if err := q.Enqueue(ctx, port.DeliveryRef{SpaceID: "spc_far", DeliveryID: "dl_far"}, now.Add(6*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if sends := rec.take(); len(sends) != 1 || sends[0]["DelaySeconds"] != float64(900) {
+	if sends := rec.Take(); len(sends) != 1 || sends[0]["DelaySeconds"] != float64(900) {
 		t.Fatalf("SendMessage requests: %v, want DelaySeconds 900", sends)
 	}
 	if got := receive(t, c, queueURL, 0); len(got) != 0 {

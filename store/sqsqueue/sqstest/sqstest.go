@@ -9,9 +9,16 @@
 package sqstest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -23,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/waypost/waypost/internal/emulator"
+	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/sqsqueue"
 )
 
@@ -130,4 +138,68 @@ func (e Env) Queue(t testing.TB) string {
 		}
 	})
 	return url
+}
+
+// Recorder is a reverse proxy in front of an SQS endpoint that keeps the JSON body of every SendMessage
+// passing through it and when it passed (before the endpoint saw it), so a test sees exactly what the code
+// under test sent over the wire: the delays it asked for, the bodies, the queue URLs.
+type Recorder struct {
+	// URL is the proxy's base URL: the endpoint to give the code under test.
+	URL   string
+	sends syncbuf.List[sentMessage]
+}
+
+// sentMessage is one SendMessage request a Recorder passed on.
+type sentMessage struct {
+	body map[string]any
+	at   time.Time
+}
+
+// NewRecorder starts a Recorder in front of the endpoint target; it is closed when the test ends. A
+// SendMessage whose body is not JSON fails the test.
+func NewRecorder(t testing.TB, target string) *Recorder {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Recorder{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		if req.Header.Get("X-Amz-Target") == "AmazonSQS.SendMessage" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Errorf("sqstest: SendMessage body is not JSON: %s", b)
+			}
+			r.sends.Add(sentMessage{body: m, at: time.Now()})
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+// Take returns the bodies of the SendMessage requests passed on since the last Take (or TakeTimed), in
+// order.
+func (r *Recorder) Take() []map[string]any {
+	bodies, _ := r.TakeTimed()
+	return bodies
+}
+
+// TakeTimed is Take with the times the requests passed.
+func (r *Recorder) TakeTimed() ([]map[string]any, []time.Time) {
+	var bodies []map[string]any
+	var at []time.Time
+	for _, s := range r.sends.Take() {
+		bodies = append(bodies, s.body)
+		at = append(at, s.at)
+	}
+	return bodies, at
 }
