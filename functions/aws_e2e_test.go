@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/waypost/waypost/channel/chanclient"
-	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/functions/channelhost/channelhosttest"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/internal/emulator"
 	"github.com/waypost/waypost/internal/platform"
@@ -97,23 +95,6 @@ func startChannel(t *testing.T, bin string, env []string) *channelProc {
 	}
 }
 
-// waitSubscribed waits until one feed.wait is subscribed to the space's feed channel on the process.
-func (p *channelProc) waitSubscribed(t *testing.T, space string) {
-	t.Helper()
-	cc, err := chanclient.New(p.url, channelSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := cc.Count(context.Background(), space, livefeed.ChannelName); err == nil && c == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no feed.wait subscribed on the channel process")
-		}
-	}
-}
-
 type waitPage struct {
 	Items      []feedItem `json:"items"`
 	NextCursor string     `json:"next_cursor"`
@@ -121,40 +102,7 @@ type waitPage struct {
 
 // feedWait is one GET /v0/feed/wait on the channel process (safe off the test goroutine).
 func (p *channelProc) feedWait(token, consumer, cursor string, timeoutMS int) (waitPage, error) {
-	pg, status, code, err := p.wait(token, consumer, cursor, timeoutMS)
-	if err == nil && (status != 200 || code != "") {
-		err = fmt.Errorf("feed.wait: status %d, %s", status, code)
-	}
-	return pg, err
-}
-
-// wait is one GET /v0/feed/wait: the page, or the status and error code of a failed envelope.
-func (p *channelProc) wait(token, consumer, cursor string, timeoutMS int) (pg waitPage, status int, code string, err error) {
-	q := url.Values{"consumer_id": {consumer}, "timeout_ms": {fmt.Sprint(timeoutMS)}}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	req, err := http.NewRequest(http.MethodGet, p.url+"/v0/feed/wait?"+q.Encode(), nil)
-	if err != nil {
-		return waitPage{}, 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return waitPage{}, 0, "", err
-	}
-	defer resp.Body.Close()
-	var env envelope
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		return waitPage{}, resp.StatusCode, "", fmt.Errorf("feed.wait: status %d: %w", resp.StatusCode, err)
-	}
-	if !env.OK {
-		if env.Error == nil {
-			return waitPage{}, resp.StatusCode, "", fmt.Errorf("feed.wait: status %d without an error", resp.StatusCode)
-		}
-		return waitPage{}, resp.StatusCode, env.Error.Code, nil
-	}
-	return pg, resp.StatusCode, "", json.Unmarshal(env.Data, &pg)
+	return channelhosttest.FeedPage[waitPage](p.url+channelhosttest.WaitPath(consumer, cursor, timeoutMS), token)
 }
 
 // pastClock is a clock running behind by a fixed duration.
@@ -232,32 +180,17 @@ func TestAWSFunctions(t *testing.T) {
 		if err != nil || len(first.Items) != 0 {
 			t.Fatalf("B's feed before anything: %+v, %v", first, err)
 		}
-		type result struct {
-			p       waitPage
-			err     error
-			elapsed time.Duration
-		}
-		done := make(chan result, 1)
-		go func() {
-			start := time.Now()
-			p, err := channelProc.feedWait(b.token, b.consumer, first.NextCursor, 20000)
-			done <- result{p, err, time.Since(start)}
-		}()
-		channelProc.waitSubscribed(t, sp)
+		pending := channelhosttest.StartWait[waitPage](t, channelProc.url, channelSecret, sp,
+			channelProc.url+channelhosttest.WaitPath(b.consumer, first.NextCursor, 20000), b.token)
 		sent, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": "wake-1",
 			"recipient_ids": []string{b.actor}, "body": map[string]any{"text": "wake up"}})
-		var woke result
-		select {
-		case woke = <-done:
-		case <-time.After(15 * time.Second):
-			t.Fatal("the pending feed.wait did not answer within 15 s of the commit (timeout_ms 20000)")
-		}
-		if woke.err != nil || len(woke.p.Items) != 1 || woke.p.Items[0].ResourceID != sent.ResourceID || woke.elapsed > 10*time.Second {
-			t.Fatalf("woken feed.wait after %v: %+v, %v (sent %+v)", woke.elapsed, woke.p, woke.err, sent)
+		woke := pending.Answer(t)
+		if woke.Err != nil || len(woke.Page.Items) != 1 || woke.Page.Items[0].ResourceID != sent.ResourceID || woke.Elapsed > 10*time.Second {
+			t.Fatalf("woken feed.wait after %v: %+v, %v (sent %+v)", woke.Elapsed, woke.Page, woke.Err, sent)
 		}
 		// Nothing new: the wait answers an empty page at its timeout.
 		start := time.Now()
-		idle, err := channelProc.feedWait(b.token, b.consumer, woke.p.NextCursor, 1500)
+		idle, err := channelProc.feedWait(b.token, b.consumer, woke.Page.NextCursor, 1500)
 		if elapsed := time.Since(start); err != nil || len(idle.Items) != 0 || elapsed < 1500*time.Millisecond || elapsed > 8*time.Second {
 			t.Fatalf("idle feed.wait: %+v, %v after %v (timeout_ms 1500)", idle, err, elapsed)
 		}
@@ -552,13 +485,13 @@ func TestAWSFunctions(t *testing.T) {
 	go func() {
 		// An empty page, or (shutdown cut its store read short) 503 STORAGE_UNAVAILABLE: never items, never
 		// an empty response.
-		p, status, code, err := channelProc.wait(b.token, b.consumer, head.NextCursor, 20000)
+		p, status, code, err := channelhosttest.FeedWait[waitPage](channelProc.url+channelhosttest.WaitPath(b.consumer, head.NextCursor, 20000), b.token)
 		if err == nil && !(status == 200 && len(p.Items) == 0 && p.NextCursor != "" || status == 503 && code == "STORAGE_UNAVAILABLE") {
 			err = fmt.Errorf("answered %d %s %+v at shutdown", status, code, p)
 		}
 		done <- err
 	}()
-	channelProc.waitSubscribed(t, sp)
+	channelhosttest.WaitSubscribed(t, channelProc.url, channelSecret, sp, 1)
 	if err := channelProc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

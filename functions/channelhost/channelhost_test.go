@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/waypost/waypost/channel/chanclient"
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/functions/channelhost"
+	"github.com/waypost/waypost/functions/channelhost/channelhosttest"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/emutest"
@@ -195,31 +195,7 @@ type page struct {
 }
 
 func waitPath(p party, cursor string, timeoutMS int) string {
-	q := url.Values{"consumer_id": {p.consumer}, "timeout_ms": {fmt.Sprint(timeoutMS)}}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	return "/v0/feed/wait?" + q.Encode()
-}
-
-// waitSubscribed waits until n feed.wait requests are subscribed to the space's feed channel on the host.
-func waitSubscribed(t *testing.T, hostURL, space string, n int) {
-	t.Helper()
-	cc, err := chanclient.New(hostURL, channelSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := cc.Count(context.Background(), space, livefeed.ChannelName)
-		if err == nil && got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiter(s) subscribed on the host, want %d (%v)", got, n, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return channelhosttest.WaitPath(p.consumer, cursor, timeoutMS)
 }
 
 // A commit through the Lambda wiring (domain over the same table, announcing to the host through
@@ -245,42 +221,26 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 	}
 
 	// A long poll is pending on the host when the mailbox function commits a message to the reader.
-	type result struct {
-		p       page
-		err     error
-		elapsed time.Duration
-	}
-	done := make(chan result, 1)
-	go func() {
-		start := time.Now()
-		p, err := getPage(srv.URL+waitPath(reader, empty.NextCursor, 20000), reader.token)
-		done <- result{p, err, time.Since(start)}
-	}()
-	waitSubscribed(t, srv.URL, reader.space, 1)
+	pending := channelhosttest.StartWait[page](t, srv.URL, channelSecret, reader.space, srv.URL+waitPath(reader, empty.NextCursor, 20000), reader.token)
 	sent := data[struct {
 		ResourceID string `json:"resource_id"`
 		VisibleSeq string `json:"visible_seq"`
 	}](t, mailbox, "POST", "/v0/messages", sender.token, map[string]any{"request_id": "wake-1", "recipient_ids": []string{reader.actor},
 		"body": map[string]any{"text": "wake up"}})
-	var woke result
-	select {
-	case woke = <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the pending feed.wait did not answer within 15 s of the commit (timeout_ms 20000)")
+	woke := pending.Answer(t)
+	if woke.Err != nil {
+		t.Fatal(woke.Err)
 	}
-	if woke.err != nil {
-		t.Fatal(woke.err)
+	if len(woke.Page.Items) != 1 || woke.Page.Items[0].ResourceID != sent.ResourceID || woke.Page.Items[0].VisibleSeq != sent.VisibleSeq {
+		t.Fatalf("woken page: %+v, sent %+v", woke.Page, sent)
 	}
-	if len(woke.p.Items) != 1 || woke.p.Items[0].ResourceID != sent.ResourceID || woke.p.Items[0].VisibleSeq != sent.VisibleSeq {
-		t.Fatalf("woken page: %+v, sent %+v", woke.p, sent)
-	}
-	if woke.elapsed > 10*time.Second {
-		t.Fatalf("the wait answered after %v: the timeout, not the announcement", woke.elapsed)
+	if woke.Elapsed > 10*time.Second {
+		t.Fatalf("the wait answered after %v: the timeout, not the announcement", woke.Elapsed)
 	}
 
 	// Nothing new after the message: the wait answers an empty page at its timeout, not before.
 	start = time.Now()
-	idle := data[page](t, srv.URL, "GET", waitPath(reader, woke.p.NextCursor, 1500), reader.token, nil)
+	idle := data[page](t, srv.URL, "GET", waitPath(reader, woke.Page.NextCursor, 1500), reader.token, nil)
 	if elapsed := time.Since(start); len(idle.Items) != 0 || elapsed < 1500*time.Millisecond || elapsed > 8*time.Second {
 		t.Fatalf("idle wait: %d items after %v (timeout_ms 1500)", len(idle.Items), elapsed)
 	}
@@ -394,10 +354,10 @@ func TestRun(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		p, status, code, err := getWait(base+waitPath(reader, "", 20000), reader.token)
+		p, status, code, err := channelhosttest.FeedWait[page](base+waitPath(reader, "", 20000), reader.token)
 		done <- result{p, status, code, err}
 	}()
-	waitSubscribed(t, base, reader.space, 1)
+	channelhosttest.WaitSubscribed(t, base, channelSecret, reader.space, 1)
 	start := time.Now()
 	cancel()
 	// An empty page and its cursor, or (shutdown cut its store read short) 503 STORAGE_UNAVAILABLE.
@@ -421,41 +381,4 @@ func TestRun(t *testing.T) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}
 	}
-}
-
-// getPage is one feed.wait over HTTP (usable off the test goroutine).
-func getPage(u, token string) (page, error) {
-	p, status, code, err := getWait(u, token)
-	if err == nil && (status != 200 || code != "") {
-		err = fmt.Errorf("status %d, %s", status, code)
-	}
-	return p, err
-}
-
-// getWait is one feed.wait over HTTP: the page, or the status and error code.
-func getWait(u, token string) (p page, status int, code string, err error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		return page{}, 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return page{}, 0, "", err
-	}
-	defer resp.Body.Close()
-	var env envelope
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		return page{}, resp.StatusCode, "", fmt.Errorf("status %d: %w", resp.StatusCode, err)
-	}
-	if !env.OK {
-		if env.Error == nil {
-			return page{}, resp.StatusCode, "", fmt.Errorf("status %d: no error in a failed envelope", resp.StatusCode)
-		}
-		if resp.Header.Get("Retry-After") == "" && env.Error.Code == "STORAGE_UNAVAILABLE" {
-			return page{}, resp.StatusCode, "", fmt.Errorf("STORAGE_UNAVAILABLE without Retry-After")
-		}
-		return page{}, resp.StatusCode, env.Error.Code, nil
-	}
-	return p, resp.StatusCode, "", json.Unmarshal(env.Data, &p)
 }
