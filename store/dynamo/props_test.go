@@ -50,35 +50,7 @@ func TestDomain(t *testing.T) {
 // body small enough to commit inline and one that goes through S3.
 func TestSmokeLoop(t *testing.T) {
 	f := domaintest.New(t, awsBackend(t), func(c *domain.Config) { c.InlineBodyMax = 256 })
-	c := f.With(t)
-	sp := c.Space()
-	a, b := c.Party(sp.SpaceID), c.Party(sp.SpaceID)
-	small := c.Send(a.P, "hello", b.ActorID)
-	large := c.Send(a.P, strings.Repeat("large body ", 100), b.ActorID)
-	if small.VisibleSeq != "1" || large.VisibleSeq != "2" || small.SubmissionState != domain.StateCommitted {
-		t.Fatalf("sends: %+v %+v", small, large)
-	}
-	items, cur := c.ReadAll(b.P, b.ConsumerID, nil, 10)
-	if len(items) != 2 || items[0].ResourceID != small.MessageID || items[1].ResourceID != large.MessageID {
-		t.Fatalf("read: %+v", items)
-	}
-	ack, err := f.Svc.Ack(context.Background(), b.P, domain.AckRequest{RequestID: "ack1", ConsumerID: b.ConsumerID,
-		Items: []domain.AckEntry{{ItemID: items[0].ItemID, Stage: domain.StageReceived}}, CheckpointCursor: &cur})
-	if err != nil || !ack.Receipts[0].Changed {
-		t.Fatalf("ack: %+v %v", ack, err)
-	}
-	got, _ := c.ReadAll(a.P, a.ConsumerID, nil, 10)
-	if len(got) != 1 || got[0].ItemType != domain.ItemReceipt {
-		t.Fatalf("receipt: %+v", got)
-	}
-	for _, want := range []struct {
-		id, text string
-	}{{small.MessageID, "hello"}, {large.MessageID, strings.Repeat("large body ", 100)}} {
-		m, err := f.Svc.GetMessage(context.Background(), b.P, want.id)
-		if err != nil || m.Body.Text != want.text {
-			t.Fatalf("get %s: %+v %v", want.id, m, err)
-		}
-	}
+	domaintest.SmokeLoop(t, f, "hello", strings.Repeat("large body ", 100))
 }
 
 // TestConcurrentSends has 16 goroutines send into one space through DynamoDB at once, half of the bodies
