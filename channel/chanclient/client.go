@@ -257,37 +257,30 @@ func NewInProcess(svc *chanservice.Service) *InProcess { return &InProcess{svc: 
 // Publish implements API in-process. A done ctx is reported before anything
 // is published.
 func (p *InProcess) Publish(ctx context.Context, spaceID, name, text string) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
-	}
-	n, err := p.svc.Publish(spaceID, name, text)
-	if err != nil {
-		return 0, fmt.Errorf("chanclient: publish to %q/%q: %w", spaceID, name, err)
-	}
-	return n, nil
+	return inProcess(ctx, "publish to", spaceID, name, func() (int, error) { return p.svc.Publish(spaceID, name, text) })
 }
 
 // Close implements API in-process. A done ctx is reported before anything
 // is closed.
 func (p *InProcess) Close(ctx context.Context, spaceID, name, reason string) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
-	}
-	n, err := p.svc.Close(spaceID, name, reason)
-	if err != nil {
-		return 0, fmt.Errorf("chanclient: close %q/%q: %w", spaceID, name, err)
-	}
-	return n, nil
+	return inProcess(ctx, "close", spaceID, name, func() (int, error) { return p.svc.Close(spaceID, name, reason) })
 }
 
 // Count implements API in-process.
 func (p *InProcess) Count(ctx context.Context, spaceID, name string) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+	return inProcess(ctx, "count", spaceID, name, func() (int, error) { return p.svc.Count(spaceID, name) })
+}
+
+// inProcess runs op, one service call on the channel name of spaceID, unless ctx is already done; either
+// error is wrapped with what the call does and the channel.
+func inProcess(ctx context.Context, what, spaceID, name string, op func() (int, error)) (int, error) {
+	err := ctx.Err()
+	n := 0
+	if err == nil {
+		n, err = op()
 	}
-	n, err := p.svc.Count(spaceID, name)
 	if err != nil {
-		return 0, fmt.Errorf("chanclient: count %q/%q: %w", spaceID, name, err)
+		return 0, fmt.Errorf("chanclient: %s %q/%q: %w", what, spaceID, name, err)
 	}
 	return n, nil
 }
