@@ -180,7 +180,8 @@ func decodeItem[T any](it port.Item) (T, error) {
 
 // pages reads a partition range in key order, q.Limit items at a time (100 when unset); a shorter page is the
 // last. Items the caller deletes between pages do not disturb the paging: it continues after the last key
-// seen. A read error (or the end of ctx) is yielded once, and ends the pages.
+// seen. A read error (as the store returned it; callers add their own context) or the end of ctx is yielded
+// once, and ends the pages.
 func (s *Service) pages(ctx context.Context, q port.Query) iter.Seq2[[]port.Item, error] {
 	if q.Limit <= 0 {
 		q.Limit = 100
@@ -193,7 +194,7 @@ func (s *Service) pages(ctx context.Context, q port.Query) iter.Seq2[[]port.Item
 			}
 			items, err := s.store.Query(ctx, q)
 			if err != nil {
-				yield(nil, fmt.Errorf("reading %s: %w", q.PK, err))
+				yield(nil, err)
 				return
 			}
 			if !yield(items, nil) || len(items) < q.Limit {

@@ -206,7 +206,7 @@ func (s *Service) eachItem(ctx context.Context, q port.Query, fn func(port.Item)
 	q.Limit = 100
 	for items, err := range s.pages(ctx, q) {
 		if err != nil {
-			return err
+			return fmt.Errorf("reading %s: %w", q.PK, err)
 		}
 		for _, it := range items {
 			if err := fn(it); err != nil {

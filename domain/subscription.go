@@ -427,10 +427,7 @@ func (s *Service) liveSubscriptions(ctx context.Context, space string, idx consu
 // ownSubscription reads a subscription of the principal's actor; any other is NOT_FOUND.
 func (s *Service) ownSubscription(ctx context.Context, p *Principal, subID string) (Subscription, port.Item, error) {
 	notFound := Errorf(CodeNotFound, "no such subscription").WithDetails("subscription_id", subID)
-	if !ValidID(subID) {
-		return Subscription{}, port.Item{}, notFound
-	}
-	sub, it, found, err := getRecord[Subscription](ctx, s.store, keySubscription(p.SpaceID, subID))
+	sub, it, found, err := getNamed[Subscription](ctx, s.store, subID, keySubscription(p.SpaceID, subID))
 	if err != nil {
 		return Subscription{}, port.Item{}, err
 	}

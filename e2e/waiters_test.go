@@ -58,8 +58,10 @@ func (r waiterRun) percentile(p float64) time.Duration {
 // runWaiters holds n concurrent feed.wait requests on one space of a server started with
 // --max-waiters-per-space n, over n connections from this process, then commits one message visible to all
 // of them and collects every answer. The waiters belong to n/100 agents' tokens (one consumer), each
-// within its credential's rate limit. Every waiter must be woken exactly once, by that commit: its one
-// answer holds exactly the committed message. Failures are reported through tb.
+// within its credential's rate limit. Every waiter must be answered exactly once, after that commit, with
+// exactly the committed message (a wait that ran out before the commit is asked again, as a long-polling
+// client does; on a machine fast enough to ramp within a wait's 60 s none does). Failures are reported
+// through tb.
 func runWaiters(tb testing.TB, s *server, n int) waiterRun {
 	adm := newSpace(tb, s, fmt.Sprintf("waiters-%d-%d", n, time.Now().UnixNano()))
 	sender := adm.participant(tb, "sender")
@@ -210,7 +212,7 @@ func TestTenThousandWaiters(t *testing.T) {
 	needDescriptors(t, n+1024)
 	s := startServer(t, "--max-waiters-per-space", fmt.Sprint(n))
 	run := runWaiters(t, s, n)
-	t.Logf("%d waiters (ready after %s, %d waits asked again): one commit (send %s) woke each once; wake p50 %s p99 %s max %s; "+
+	t.Logf("%d waiters (ready after %s, %d waits asked again): one commit (send %s) answered each once; wake p50 %s p99 %s max %s; "+
 		"CPU from the send to the last answer: server %s, client %s",
 		n, run.ramp.Round(time.Millisecond), run.repolls, run.send.Round(time.Millisecond), run.percentile(0.50).Round(time.Millisecond),
 		run.percentile(0.99).Round(time.Millisecond), run.percentile(1).Round(time.Millisecond), run.serverCPU, run.clientCPU)

@@ -40,7 +40,7 @@ import (
 // The clock moves between the fault and the retry, so a retry that re-commits instead of replaying shows
 // another committed_at.
 //
-// nb is called once per row subtest and once per property, and must return an empty backend; a property
+// nb is called once per row subtest and once per property (once per check with BackendPerCheck), and must return an empty backend; a property
 // gives each of its checks a new space (and a new service) on its backend. Property failures print the rapid
 // seed that reproduces them. Of opts only BackendPerCheck applies: the property checks of P03 and P04 then
 // run each on a fresh backend.
@@ -751,6 +751,9 @@ func mxBlobPathRow(t *testing.T, nb NewBackend, p mxPath, rid, text string, want
 			req := e.request(rid, p.text(text), e.rcpts...)
 			e.sendFaulted(a.P, req, c.f, c.name, domain.CodeStorageUnavailable, "send with the fault")
 			st := e.wantState(a.P, req.RequestID, want)
+			if st.ResourceID == "" {
+				t.Fatalf("state %s without a resource ID: the failed attempt must have fixed one", want)
+			}
 			e.wantUnpublished(st.ResourceID, 0, "after the fault")
 			if check != nil {
 				check(e, st)

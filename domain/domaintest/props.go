@@ -34,7 +34,8 @@ func MaxSteps(n int) PropOption {
 // another's spaces); the option is for adapters whose every call costs in proportion to all that the backend
 // holds: minidyn, the DynamoDB emulator, interprets the key condition of a Query on every item of the table
 // and copies the whole table for every TransactWriteItems, so on one shared table a property's time grows
-// with the square of its checks, on a table per check only linearly.
+// with the square of its checks, on a table per check only linearly. RunProperties and RunFailureMatrix
+// honour it; RunMemoryProperties and RunWebhookProperties accept it and ignore it.
 func BackendPerCheck(on bool) PropOption {
 	return func(c *propConfig) { c.perCheck = on }
 }

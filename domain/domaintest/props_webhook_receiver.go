@@ -24,7 +24,7 @@ import (
 // Standard Webhooks reference library (github.com/standard-webhooks/standard-webhooks/libraries/go), which
 // this project did not write, echoes verification challenges as the fake's script says, checks each event
 // (CloudEvents structure, id = webhook-id, size, no content) and answers as scripted. Problems are collected
-// and reported by the test goroutine (problems).
+// and reported by the test goroutine (errs.Take).
 type whReceiver struct {
 	srv   *httptest.Server
 	fake  *FakeWebhooks
