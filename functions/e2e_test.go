@@ -154,7 +154,7 @@ type lambdaEnv struct {
 // WAYPOST_REQUIRE_EMULATORS) and makes the table and the bucket; more adds to or overrides the settings.
 func newLambdaEnv(t *testing.T, more map[string]string) *lambdaEnv {
 	t.Helper()
-	e := &lambdaEnv{rie: emutest.RIE(t), s3: emutest.S3(t), ddb: dynamotest.New(t)}
+	e := &lambdaEnv{rie: emutest.RIE(t), s3: s3test.Require(t), ddb: dynamotest.New(t)}
 	e.table, e.bucket = e.ddb.Table(t), e.s3.Bucket(t)
 	e.values = map[string]string{
 		config.EnvTable: e.table, config.EnvBucket: e.bucket, config.EnvCursorKey: cursorKey,

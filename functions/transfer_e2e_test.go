@@ -20,11 +20,11 @@ import (
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
-	"github.com/waypost/waypost/functions/internal/emutest"
 	"github.com/waypost/waypost/internal/platform"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob"
+	"github.com/waypost/waypost/store/s3blob/s3test"
 )
 
 // buildCLI builds the waypost command for this machine.
@@ -335,7 +335,7 @@ func TestEmulatedStack(t *testing.T) {
 
 		// An upload whose time is about to pass (prepared by a service on the same table whose clock is
 		// behind): once its URL expired, S3 refuses it.
-		bs, err := s3blob.New(emutest.S3(t).Client(), st.bucket, s3blob.Options{Prefix: st.prefix})
+		bs, err := s3blob.New(s3test.Require(t).Client(), st.bucket, s3blob.Options{Prefix: st.prefix})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	s3env := emutest.S3(t)
+	s3env := s3test.Require(t)
 	ddb := dynamotest.New(t)
 	for k, v := range emutest.AWSEnv(s3env) {
 		t.Setenv(k, v)

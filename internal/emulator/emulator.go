@@ -85,7 +85,7 @@ type Spec struct {
 	// Name is the emulator's short name: its temporary directory is named "waypost-<Name>-*" and its
 	// output goes to <Name>.log there.
 	Name string
-	// Bin is the path of its executable (see FindBinary).
+	// Bin is the path of its executable (see FindBinary); NewShared sets it from its lookup, replacing any given.
 	Bin string
 	// Args returns its command-line arguments for listening on addr (127.0.0.1 and a port), given its
 	// temporary directory dir, into which it may write what the emulator needs (a configuration, a data

@@ -1,6 +1,6 @@
-// Package emutest finds the local AWS emulators for the tests of functions/: the S3 emulator (versitygw,
-// through store/s3blob/s3test) and aws-lambda-rie. A test skips when one is missing, unless
-// WAYPOST_REQUIRE_EMULATORS is set (scripts/test sets it after starting them): then it fails.
+// Package emutest finds aws-lambda-rie for the tests of functions/ and gives the functions the environment of
+// the S3 emulator (which tests get from store/s3blob/s3test.Require). A test skips when an emulator is
+// missing, unless WAYPOST_REQUIRE_EMULATORS is set (scripts/test sets it after starting them): then it fails.
 package emutest
 
 import (
@@ -16,12 +16,6 @@ const EnvRequire = emulator.EnvRequire
 
 // EnvRIE names the aws-lambda-rie binary (scripts/emulators sets it).
 const EnvRIE = "WAYPOST_TEST_LAMBDA_RIE"
-
-// S3 returns the S3 emulator, or skips (fails) the test without one (s3test.Require).
-func S3(t testing.TB) s3test.Env {
-	t.Helper()
-	return s3test.Require(t)
-}
 
 // RIE returns the path of aws-lambda-rie (WAYPOST_TEST_LAMBDA_RIE, PATH, $GOPATH/bin), or skips (fails) the
 // test without one.

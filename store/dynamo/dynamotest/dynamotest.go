@@ -38,7 +38,8 @@ const EnvEndpoint = "WAYPOST_TEST_DYNAMODB_ENDPOINT"
 
 // Server is a running emulator.
 type Server struct {
-	// URL is the emulator's base URL (http://127.0.0.1:port).
+	// URL is the emulator's base URL: http://127.0.0.1:port for one served in-process, or
+	// http://127.0.0.1:port/e/<name> for this server's own emulator on the minidynd of EnvEndpoint.
 	URL string
 	// Client is an SDK client pointed at it.
 	Client *dynamodb.Client

@@ -61,8 +61,8 @@ var shared = emulator.NewShared(emulator.Spec{
 	Env: []string{"ROOT_ACCESS_KEY=" + startedAccessKey, "ROOT_SECRET_KEY=" + startedSecretKey},
 }, EnvEndpoint, EnvVersitygw, describe)
 
-// Lookup returns the endpoint, starting versitygw if needed, or the reason there is none.
-func Lookup() (Env, string) { return shared.Get() }
+// lookup returns the endpoint, starting versitygw if needed, or the reason there is none.
+func lookup() (Env, string) { return shared.Get() }
 
 // describe completes an endpoint with its credentials and region: those of a versitygw started here, or
 // those the environment names with it.
@@ -80,18 +80,15 @@ func describe(endpoint string, started bool) (Env, string) {
 	return e, ""
 }
 
-// FreePort returns a loopback address with a port that was free a moment ago (emulator.FreePort).
-func FreePort() (string, error) { return emulator.FreePort() }
-
 // Stop stops a versitygw this package started and removes its root; it does nothing otherwise.
 func Stop() { shared.Stop() }
 
 // Main is a TestMain for packages that use the endpoint: it runs the tests and stops what it started.
 func Main(m *testing.M) { shared.Main(m) }
 
-// Explain turns a reason from Lookup into the message of a test that has no endpoint: what is missing and
+// explain turns a reason from lookup into the message of a test that has no endpoint: what is missing and
 // how to get it.
-func Explain(why string) string {
+func explain(why string) string {
 	return "no S3 emulator: " + why + ". Run the tests through scripts/test (which starts scripts/emulators), " +
 		"or install versitygw: go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 }
@@ -100,9 +97,9 @@ func Explain(why string) string {
 // WAYPOST_REQUIRE_EMULATORS).
 func Require(t testing.TB) Env {
 	t.Helper()
-	e, why := Lookup()
+	e, why := lookup()
 	if why != "" {
-		emulator.Missing(t, Explain(why))
+		emulator.Missing(t, explain(why))
 	}
 	return e
 }
