@@ -53,7 +53,16 @@ func TestCheckpointUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Under load means commits answered before the checkpoint begins. Waiting for them rather than a fixed
+	// time: a new store's first commit zero-fills its first journal segment, which on a loaded machine can
+	// take longer than any sleep (the checkpoint then rightly holds nothing).
+	for deadline := time.Now().Add(30 * time.Second); answered.Load() < 100; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("only %d commits answered in 30 s", answered.Load())
+		}
+	}
 	before := answered.Load()
 	cp := filepath.Join(dir, "checkpoint")
 	if err := s.Checkpoint(cp); err != nil {
@@ -69,7 +78,7 @@ func TestCheckpointUnderLoad(t *testing.T) {
 	c := openStore(t, cp, pebble.Options{})
 	counter, found, err := c.Get(ctx, ctr)
 	if err != nil || !found {
-		t.Fatalf("counter in the checkpoint: %v %v", found, err)
+		t.Fatalf("counter in the checkpoint: %v %v (%d commits were answered before it began)", found, err, before)
 	}
 	n, _ := strconv.ParseUint(counter.Attr(port.CounterAttr), 10, 64)
 	items, err := c.Query(ctx, port.Query{PK: "feed", Limit: 1 << 30})
