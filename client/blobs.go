@@ -31,9 +31,7 @@ var ErrContentMismatch = errors.New("client: downloaded content does not match i
 // PrepareBlob reserves an upload (POST /v0/blobs, blob.prepare). req.RequestID must be set; repeating the
 // call with the same request returns the same upload_id and blob_id.
 func (c *Client) PrepareBlob(ctx context.Context, req domain.BlobPrepareRequest) (domain.BlobPrepareResult, error) {
-	var out domain.BlobPrepareResult
-	err := c.t.do(ctx, http.MethodPost, "/v0/blobs", nil, req, &out)
-	return out, err
+	return call[domain.BlobPrepareResult](ctx, &c.t, http.MethodPost, "/v0/blobs", nil, req)
 }
 
 // UploadContent streams exactly size bytes of body as the content of a prepared upload
@@ -68,17 +66,13 @@ func (c *Client) UploadContent(ctx context.Context, uploadID, contentType string
 // CommitBlob seals an uploaded blob (POST /v0/blobs/commit, blob.commit). req.RequestID must be set;
 // repeating the call returns the original seal.
 func (c *Client) CommitBlob(ctx context.Context, req domain.BlobCommitRequest) (domain.BlobInfo, error) {
-	var out domain.BlobInfo
-	err := c.t.do(ctx, http.MethodPost, "/v0/blobs/commit", nil, req, &out)
-	return out, err
+	return call[domain.BlobInfo](ctx, &c.t, http.MethodPost, "/v0/blobs/commit", nil, req)
 }
 
 // GetBlob returns a blob's metadata (GET /v0/blobs/{blob_id}, blob.get). A blob the principal may not read
 // is NOT_FOUND.
 func (c *Client) GetBlob(ctx context.Context, blobID string) (domain.BlobInfo, error) {
-	var out domain.BlobInfo
-	err := c.t.do(ctx, http.MethodGet, "/v0/blobs/"+seg(blobID), nil, nil, &out)
-	return out, err
+	return call[domain.BlobInfo](ctx, &c.t, http.MethodGet, "/v0/blobs/"+seg(blobID), nil, nil)
 }
 
 // BlobContent is an open download of a sealed blob's bytes. Read verifies as it goes: at the end of the

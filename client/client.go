@@ -158,6 +158,31 @@ func (t *transport) do(ctx context.Context, method, path string, query url.Value
 	return t.decodeEnvelope(method, path, resp, out)
 }
 
+// call sends one request with t.do and returns the envelope's data decoded as a T (with whatever was decoded
+// of it when the call failed, as t.do leaves it).
+func call[T any](ctx context.Context, t *transport, method, path string, query url.Values, body any) (T, error) {
+	var out T
+	err := t.do(ctx, method, path, query, body, &out)
+	return out, err
+}
+
+// callList is call for a result holding a list, which items points to: it returns the zero T when the call
+// fails, and on success an empty list for a null one (the wire form has arrays).
+func callList[T, E any](ctx context.Context, t *transport, method, path string, query url.Values, body any, items func(*T) *[]E) (T, error) {
+	out, err := call[T](ctx, t, method, path, query, body)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if l := items(&out); *l == nil {
+		*l = []E{}
+	}
+	return out, nil
+}
+
+// pageItems points to a feed page's items (callList).
+func pageItems(p *domain.Page) *[]domain.FeedItem { return &p.Items }
+
 // send builds rr's request (target, Content-Length, Content-Type, Accept, User-Agent, credential) and sends
 // it. A failure to get a response is a *TransportError; when a stream's watchdog cancelled ctx, its cause is
 // part of the error. The response, whatever its status, is the caller's to close.
@@ -307,59 +332,42 @@ func (c *Client) BaseURL() string { return c.t.base }
 // Describe tells the principal who it is, where it may send, the actual limits and the capabilities
 // (GET /v0/describe).
 func (c *Client) Describe(ctx context.Context) (domain.DescribeResult, error) {
-	var out domain.DescribeResult
-	err := c.t.do(ctx, http.MethodGet, "/v0/describe", nil, nil, &out)
-	return out, err
+	return call[domain.DescribeResult](ctx, &c.t, http.MethodGet, "/v0/describe", nil, nil)
 }
 
 // Send publishes a message once (POST /v0/messages). req.RequestID must be set; a lost response is
 // recovered with Status or by sending the same request again (see SendWithRetry).
 func (c *Client) Send(ctx context.Context, req domain.SendRequest) (domain.SendResult, error) {
-	var out domain.SendResult
 	if req.Body == nil {
 		req.Body = &domain.MessageBody{}
 	}
-	err := c.t.do(ctx, http.MethodPost, "/v0/messages", nil, req, &out)
-	return out, err
+	return call[domain.SendResult](ctx, &c.t, http.MethodPost, "/v0/messages", nil, req)
 }
 
 // GetMessage returns a published message with its body (GET /v0/messages/{message_id}).
 func (c *Client) GetMessage(ctx context.Context, messageID string) (domain.Message, error) {
-	var out domain.Message
-	err := c.t.do(ctx, http.MethodGet, "/v0/messages/"+seg(messageID), nil, nil, &out)
-	return out, err
+	return call[domain.Message](ctx, &c.t, http.MethodGet, "/v0/messages/"+seg(messageID), nil, nil)
 }
 
 // ReadInbox returns the next page of a consumer's feed after req.Cursor (POST /v0/inbox/read). A nil
 // cursor starts at the beginning of the retained history.
 func (c *Client) ReadInbox(ctx context.Context, req domain.ReadRequest) (domain.Page, error) {
-	var out domain.Page
-	if err := c.t.do(ctx, http.MethodPost, "/v0/inbox/read", nil, req, &out); err != nil {
-		return domain.Page{}, err
-	}
-	if out.Items == nil {
-		out.Items = []domain.FeedItem{}
-	}
-	return out, nil
+	return callList(ctx, &c.t, http.MethodPost, "/v0/inbox/read", nil, req, pageItems)
 }
 
 // Ack records receipts and optionally a checkpoint for a consumer (POST /v0/inbox/ack). req.RequestID must
 // be set.
 func (c *Client) Ack(ctx context.Context, req domain.AckRequest) (domain.AckResult, error) {
-	var out domain.AckResult
 	if req.Items == nil {
 		req.Items = []domain.AckEntry{}
 	}
-	err := c.t.do(ctx, http.MethodPost, "/v0/inbox/ack", nil, req, &out)
-	return out, err
+	return call[domain.AckResult](ctx, &c.t, http.MethodPost, "/v0/inbox/ack", nil, req)
 }
 
 // Status reports the state of one of the caller's own submissions (GET /v0/status). operation is the
 // domain operation name, e.g. domain.OpMessageSend. NOT_FOUND means the service has no reservation for it,
 // which is not proof that nothing happened elsewhere.
 func (c *Client) Status(ctx context.Context, operation, requestID string) (domain.StatusResult, error) {
-	var out domain.StatusResult
 	q := url.Values{"operation": {operation}, "request_id": {requestID}}
-	err := c.t.do(ctx, http.MethodGet, "/v0/status", q, nil, &out)
-	return out, err
+	return call[domain.StatusResult](ctx, &c.t, http.MethodGet, "/v0/status", q, nil)
 }

@@ -21,12 +21,10 @@ func collectionPath(collectionID string) string { return "/v0/collections/" + se
 // the original result even when the head moved since; a new request on an old revision is
 // REVISION_CONFLICT with details.current_revision.
 func (c *Client) PublishMemory(ctx context.Context, collectionID string, req domain.MemoryPublishRequest) (domain.MemoryPublishResult, error) {
-	var out domain.MemoryPublishResult
 	if req.ExpectedRevision == nil {
-		return out, fmt.Errorf("client: memory.publish %s: expected_revision is required", collectionID)
+		return domain.MemoryPublishResult{}, fmt.Errorf("client: memory.publish %s: expected_revision is required", collectionID)
 	}
-	err := c.t.do(ctx, http.MethodPost, collectionPath(collectionID)+"/revisions", nil, req, &out)
-	return out, err
+	return call[domain.MemoryPublishResult](ctx, &c.t, http.MethodPost, collectionPath(collectionID)+"/revisions", nil, req)
 }
 
 // ReadMemory returns one page of a collection's entries in item-ID order
@@ -47,14 +45,8 @@ func (c *Client) ReadMemory(ctx context.Context, collectionID string, req domain
 	if req.IncludeTombstones != nil {
 		q.Set("include_tombstones", strconv.FormatBool(*req.IncludeTombstones))
 	}
-	var out domain.MemoryPage
-	if err := c.t.do(ctx, http.MethodGet, collectionPath(collectionID)+"/items", q, nil, &out); err != nil {
-		return domain.MemoryPage{}, err
-	}
-	if out.Items == nil {
-		out.Items = []domain.MemoryEntry{}
-	}
-	return out, nil
+	return callList(ctx, &c.t, http.MethodGet, collectionPath(collectionID)+"/items", q, nil,
+		func(p *domain.MemoryPage) *[]domain.MemoryEntry { return &p.Items })
 }
 
 // ReadAllMemory pages through one whole revision of a collection (head when req.Revision is nil), calling
@@ -93,9 +85,7 @@ func exportQuery(revision *int64, format string) url.Values {
 // collection (GET /v0/collections/{collection_id}/export, memory.export, format json): identity, source
 // versions and every item's blob, size and SHA-256; the bytes are fetched with OpenBlobContent.
 func (c *Client) ExportMemory(ctx context.Context, collectionID string, revision *int64) (domain.MemoryExport, error) {
-	var out domain.MemoryExport
-	err := c.t.do(ctx, http.MethodGet, collectionPath(collectionID)+"/export", exportQuery(revision, "json"), nil, &out)
-	return out, err
+	return call[domain.MemoryExport](ctx, &c.t, http.MethodGet, collectionPath(collectionID)+"/export", exportQuery(revision, "json"), nil)
 }
 
 // ExportMemoryMarkdown returns the human-readable Markdown index of an export (format markdown).

@@ -27,14 +27,8 @@ func NewWebhookSecret() (string, error) {
 // ListSubscriptions returns the caller's webhook subscriptions with their delivery health
 // (GET /v0/subscriptions, subscription.list). UNSUPPORTED where the deployment has no webhook_events.
 func (c *Client) ListSubscriptions(ctx context.Context) (domain.SubscriptionList, error) {
-	var out domain.SubscriptionList
-	if err := c.t.do(ctx, http.MethodGet, "/v0/subscriptions", nil, nil, &out); err != nil {
-		return domain.SubscriptionList{}, err
-	}
-	if out.Subscriptions == nil {
-		out.Subscriptions = []domain.SubscriptionResult{}
-	}
-	return out, nil
+	return callList(ctx, &c.t, http.MethodGet, "/v0/subscriptions", nil, nil,
+		func(l *domain.SubscriptionList) *[]domain.SubscriptionResult { return &l.Subscriptions })
 }
 
 // UpsertSubscription creates or renews a webhook subscription for one of the caller's consumers
@@ -44,22 +38,18 @@ func (c *Client) ListSubscriptions(ctx context.Context) (domain.SubscriptionList
 // rules refuse the URL. The same consumer, filter and URL with a new request_id renew the subscription; a new
 // secret rotates it. The secret is sent once and never returned.
 func (c *Client) UpsertSubscription(ctx context.Context, req domain.UpsertSubscriptionRequest) (domain.SubscriptionResult, error) {
-	var out domain.SubscriptionResult
 	if req.Delivery.Mode == "" {
 		req.Delivery.Mode = domain.DeliveryModeWebhook
 	}
 	req.Filter = normalizedFilter(req.Filter)
-	err := c.t.do(ctx, http.MethodPost, "/v0/subscriptions", nil, req, &out)
-	return out, err
+	return call[domain.SubscriptionResult](ctx, &c.t, http.MethodPost, "/v0/subscriptions", nil, req)
 }
 
 // StopSubscription stops a webhook subscription (POST /v0/subscriptions/{subscription_id}/stop,
 // subscription.stop). req.RequestID must be set. Stopping a stopped subscription succeeds again; a request
 // already in flight may still reach the receiver.
 func (c *Client) StopSubscription(ctx context.Context, subscriptionID string, req domain.StopSubscriptionRequest) (domain.StopSubscriptionResult, error) {
-	var out domain.StopSubscriptionResult
-	err := c.t.do(ctx, http.MethodPost, "/v0/subscriptions/"+seg(subscriptionID)+"/stop", nil, req, &out)
-	return out, err
+	return call[domain.StopSubscriptionResult](ctx, &c.t, http.MethodPost, "/v0/subscriptions/"+seg(subscriptionID)+"/stop", nil, req)
 }
 
 // ListDeliveries lists a space's webhook delivery records in one state: "failed" (also for ""), "pending"
@@ -69,21 +59,13 @@ func (a *Admin) ListDeliveries(ctx context.Context, spaceID, state string) (doma
 	if state != "" {
 		q = url.Values{"state": {state}}
 	}
-	var out domain.DeliveryList
-	if err := a.t.do(ctx, http.MethodGet, spacePath(spaceID)+"/deliveries", q, nil, &out); err != nil {
-		return domain.DeliveryList{}, err
-	}
-	if out.Deliveries == nil {
-		out.Deliveries = []domain.Delivery{}
-	}
-	return out, nil
+	return callList(ctx, &a.t, http.MethodGet, spacePath(spaceID)+"/deliveries", q, nil,
+		func(l *domain.DeliveryList) *[]domain.Delivery { return &l.Deliveries })
 }
 
 // Redeliver makes a failed or cancelled delivery pending again with a fresh schedule of attempts
 // (POST …/deliveries/{delivery_id}/redeliver). The subscription, its credential and the target are
 // re-checked before the attempt; a pending delivery is returned unchanged.
 func (a *Admin) Redeliver(ctx context.Context, spaceID, deliveryID string) (domain.Delivery, error) {
-	var out domain.Delivery
-	err := a.t.do(ctx, http.MethodPost, spacePath(spaceID)+"/deliveries/"+seg(deliveryID)+"/redeliver", nil, emptyBody{}, &out)
-	return out, err
+	return call[domain.Delivery](ctx, &a.t, http.MethodPost, spacePath(spaceID)+"/deliveries/"+seg(deliveryID)+"/redeliver", nil, emptyBody{})
 }

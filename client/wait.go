@@ -27,12 +27,5 @@ func (c *Client) WaitFeed(ctx context.Context, req domain.WaitRequest) (domain.P
 		q.Set("limit", strconv.Itoa(req.Limit))
 	}
 	t := c.t.withTimeout(time.Duration(req.TimeoutMS)*time.Millisecond + waitMargin)
-	var out domain.Page
-	if err := t.do(ctx, http.MethodGet, "/v0/feed/wait", q, nil, &out); err != nil {
-		return domain.Page{}, err
-	}
-	if out.Items == nil {
-		out.Items = []domain.FeedItem{}
-	}
-	return out, nil
+	return callList(ctx, t, http.MethodGet, "/v0/feed/wait", q, nil, pageItems)
 }
