@@ -101,6 +101,22 @@ func (s *smoke) step(name string, f func() (string, error)) error {
 	return nil
 }
 
+// smokeStep is one named step of a sequence (runSteps).
+type smokeStep struct {
+	name string
+	f    func() (string, error)
+}
+
+// runSteps runs steps in order as s.step does, stopping at the first failure.
+func (s *smoke) runSteps(steps []smokeStep) error {
+	for _, st := range steps {
+		if err := s.step(st.name, st.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *smoke) run(ctx context.Context) error {
 	s.started = time.Now()
 	fmt.Fprintf(s.out, "waypost smoke against %s\n", s.url)
@@ -212,10 +228,7 @@ func (p *smokeParty) read(ctx context.Context) (domain.Page, error) {
 func (s *smoke) loop(ctx context.Context, a, b *smokeParty) error {
 	var sent, reply domain.SendResult
 	var item domain.FeedItem
-	steps := []struct {
-		name string
-		f    func() (string, error)
-	}{
+	steps := []smokeStep{
 		{"16.1: A sends to B", func() (string, error) {
 			var err error
 			sent, err = a.cl.Send(ctx, domain.SendRequest{RequestID: client.NewRequestID(), RecipientIDs: []string{b.actor},
@@ -277,12 +290,7 @@ func (s *smoke) loop(ctx context.Context, a, b *smokeParty) error {
 			return "and acked them processed", err
 		}},
 	}
-	for _, st := range steps {
-		if err := s.step(st.name, st.f); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.runSteps(steps)
 }
 
 // blob uploads and downloads a random blob of s.blobBytes.
@@ -295,10 +303,7 @@ func (s *smoke) blob(ctx context.Context, a *smokeParty) (string, error) {
 	digest := hex.EncodeToString(sum[:])
 	var prep domain.BlobPrepareResult
 	var info domain.BlobInfo
-	steps := []struct {
-		name string
-		f    func() (string, error)
-	}{
+	steps := []smokeStep{
 		{"blob: prepare", func() (string, error) {
 			var err error
 			prep, err = a.cl.PrepareBlob(ctx, domain.BlobPrepareRequest{RequestID: client.NewRequestID(), ContentType: "application/octet-stream",
@@ -337,10 +342,8 @@ func (s *smoke) blob(ctx context.Context, a *smokeParty) (string, error) {
 			return "", nil
 		}},
 	}
-	for _, st := range steps {
-		if err := s.step(st.name, st.f); err != nil {
-			return "", err
-		}
+	if err := s.runSteps(steps); err != nil {
+		return "", err
 	}
 	return info.BlobID, nil
 }
