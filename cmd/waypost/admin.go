@@ -203,6 +203,21 @@ func adminSub[T any](c *conn, cmd *cobra.Command, op adminOp[T]) *cobra.Command 
 	return cmd
 }
 
+// adminIDSub is adminSub for a subcommand that acts on one object of a space, named by its one argument
+// (the second word of cmd.Use, e.g. "revoke GRANT_ID"): it calls call(ad, ctx, space, id) and prints the
+// result with show.
+func adminIDSub[T any](c *conn, cmd *cobra.Command, call func(*client.Admin, context.Context, string, string) (T, error),
+	show func(r T) (id string, kv []string)) *cobra.Command {
+	cmd.Args = exactArgs(1, strings.Fields(cmd.Use)[1])
+	return adminSub(c, cmd, adminOp[T]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (T, error) {
+			return call(ad, ctx, in.space, in.args[0])
+		},
+		show: show,
+	})
+}
+
 func spaceFields(sp domain.SpaceResult) []string {
 	kv := []string{"space_id", sp.SpaceID, "display_name", sp.DisplayName, "default_recipient_id", sp.DefaultRecipientID,
 		"source_uri", sp.SourceURI}
@@ -335,19 +350,12 @@ func adminActorCmd(c *conn) *cobra.Command {
 			return a.ActorID, []string{"actor_id", a.ActorID, "display_name", a.DisplayName}
 		},
 	})
-	revoke := adminSub(c, &cobra.Command{
+	revoke := adminIDSub(c, &cobra.Command{
 		Use:     "revoke ACTOR_ID",
 		Short:   "Revoke an actor: every credential of it stops working at once",
 		Example: `  waypost admin actor revoke act_0123456789abcdefghjk --space $WAYPOST_SPACE`,
-		Args:    exactArgs(1, "ACTOR_ID"),
-	}, adminOp[domain.ActorResult]{
-		space: true,
-		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.ActorResult, error) {
-			return ad.RevokeActor(ctx, in.space, in.args[0])
-		},
-		show: func(a domain.ActorResult) (string, []string) {
-			return a.ActorID, []string{"actor_id", a.ActorID, "revoked", strconv.FormatBool(a.Revoked)}
-		},
+	}, (*client.Admin).RevokeActor, func(a domain.ActorResult) (string, []string) {
+		return a.ActorID, []string{"actor_id", a.ActorID, "revoked", strconv.FormatBool(a.Revoked)}
 	})
 	return group("actor", "Create or revoke actors", create, revoke)
 }
@@ -495,18 +503,11 @@ func adminGrantCmd(c *conn) *cobra.Command {
 		},
 		show: grantShow,
 	})
-	revoke := adminSub(c, &cobra.Command{
+	revoke := adminIDSub(c, &cobra.Command{
 		Use:     "revoke GRANT_ID",
 		Short:   "Revoke a grant",
 		Example: `  waypost admin grant revoke grt_0123456789abcdefghjk`,
-		Args:    exactArgs(1, "GRANT_ID"),
-	}, adminOp[domain.GrantResult]{
-		space: true,
-		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.GrantResult, error) {
-			return ad.RevokeGrant(ctx, in.space, in.args[0])
-		},
-		show: grantShow,
-	})
+	}, (*client.Admin).RevokeGrant, grantShow)
 	return group("grant", "Create or revoke grants", create, revoke)
 }
 
@@ -587,29 +588,15 @@ The token itself is printed only by this command (and by rotate); with -q only t
 		},
 		show: tokenShow,
 	})
-	revoke := adminSub(c, &cobra.Command{
+	revoke := adminIDSub(c, &cobra.Command{
 		Use:     "revoke TOKEN_ID",
 		Short:   "Revoke a token",
 		Example: `  waypost admin token revoke tok_0123456789abcdefghjk`,
-		Args:    exactArgs(1, "TOKEN_ID"),
-	}, adminOp[domain.TokenResult]{
-		space: true,
-		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenResult, error) {
-			return ad.RevokeToken(ctx, in.space, in.args[0])
-		},
-		show: tokenShow,
-	})
-	rotate := adminSub(c, &cobra.Command{
+	}, (*client.Admin).RevokeToken, tokenShow)
+	rotate := adminIDSub(c, &cobra.Command{
 		Use:     "rotate TOKEN_ID",
 		Short:   "Replace a token's secret (same ID, actor, consumer and scopes; the old secret stops working)",
 		Example: `  export WAYPOST_TOKEN=$(waypost admin token rotate tok_0123456789abcdefghjk -q)`,
-		Args:    exactArgs(1, "TOKEN_ID"),
-	}, adminOp[domain.TokenResult]{
-		space: true,
-		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenResult, error) {
-			return ad.RotateToken(ctx, in.space, in.args[0])
-		},
-		show: tokenShow,
-	})
+	}, (*client.Admin).RotateToken, tokenShow)
 	return group("token", "Create, revoke or rotate tokens", create, revoke, rotate)
 }

@@ -291,7 +291,7 @@ its rights before an attempt). Delivered notifications leave no record.`,
 				})
 		},
 	})
-	redeliver := adminSub(c, &cobra.Command{
+	redeliver := adminIDSub(c, &cobra.Command{
 		Use:   "redeliver DELIVERY_ID",
 		Short: "Make a failed or cancelled delivery pending again, with a fresh schedule of attempts",
 		Long: `Make a failed or cancelled webhook delivery pending again: the same event (same id) is attempted again on
@@ -299,20 +299,13 @@ the full schedule. The subscription, its credential's rights and the target are 
 delivery of a stopped or expired subscription ends cancelled. A pending delivery is left as it is.`,
 		Example: `  waypost admin deliveries redeliver dl_0123456789abcdefghjkmnpqrs --space $WAYPOST_SPACE
   waypost admin deliveries list -q | xargs -n1 waypost admin deliveries redeliver -q`,
-		Args: exactArgs(1, "DELIVERY_ID"),
-	}, adminOp[domain.Delivery]{
-		space: true,
-		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.Delivery, error) {
-			return ad.Redeliver(ctx, in.space, in.args[0])
-		},
-		show: func(d domain.Delivery) (string, []string) {
-			next := "(none)"
-			if d.NextAttemptAt != nil {
-				next = d.NextAttemptAt.Format(time.RFC3339)
-			}
-			return d.DeliveryID, []string{"delivery_id", d.DeliveryID, "state", d.State, "event_id", d.EventID,
-				"subscription_id", d.SubscriptionID, "next_attempt_at", next}
-		},
+	}, (*client.Admin).Redeliver, func(d domain.Delivery) (string, []string) {
+		next := "(none)"
+		if d.NextAttemptAt != nil {
+			next = d.NextAttemptAt.Format(time.RFC3339)
+		}
+		return d.DeliveryID, []string{"delivery_id", d.DeliveryID, "state", d.State, "event_id", d.EventID,
+			"subscription_id", d.SubscriptionID, "next_attempt_at", next}
 	})
 	return group("deliveries", "List or redeliver webhook deliveries", list, redeliver)
 }
