@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -159,12 +158,7 @@ func verifyAWS(ctx context.Context, t awsTarget, opts domain.VerifyOptions, repo
 	if err != nil {
 		return domain.VerifyReport{}, err
 	}
-	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		if t.s3Endpoint != "" {
-			o.BaseEndpoint, o.UsePathStyle = aws.String(t.s3Endpoint), true
-		}
-	})
-	blobs, err := s3blob.New(s3c, t.bucket, s3blob.Options{Prefix: t.prefix})
+	blobs, err := s3blob.New(s3.NewFromConfig(cfg, s3blob.ClientOptions(t.s3Endpoint)), t.bucket, s3blob.Options{Prefix: t.prefix})
 	if err != nil {
 		return domain.VerifyReport{}, err
 	}

@@ -112,6 +112,17 @@ func New(api API, bucket string, opts Options) (*Store, error) {
 	return st, nil
 }
 
+// ClientOptions returns the S3 client options for endpoint: none for real S3 (endpoint ""), and for an
+// emulator its base URL with path-style addressing.
+func ClientOptions(endpoint string) func(*s3.Options) {
+	return func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.UsePathStyle = true
+		}
+	}
+}
+
 // Bucket returns the bucket name.
 func (s *Store) Bucket() string { return s.bucket }
 

@@ -187,13 +187,7 @@ func (e Env) DomainConfig(logger *slog.Logger, opts ServiceOptions) (domain.Conf
 	if err != nil {
 		return domain.Config{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
-	s3c := s3.NewFromConfig(e.AWS, func(o *s3.Options) {
-		if cfg.S3Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.S3Endpoint)
-			o.UsePathStyle = true
-		}
-	})
-	blobs, err := s3blob.New(s3c, cfg.Bucket, s3blob.Options{Prefix: cfg.BlobPrefix})
+	blobs, err := s3blob.New(s3.NewFromConfig(e.AWS, s3blob.ClientOptions(cfg.S3Endpoint)), cfg.Bucket, s3blob.Options{Prefix: cfg.BlobPrefix})
 	if err != nil {
 		return domain.Config{}, fmt.Errorf("%s: %w", e.Name, err)
 	}
