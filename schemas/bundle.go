@@ -41,12 +41,15 @@ func (r *Registry) inline(doc string, node any, depth int) (any, error) {
 	}
 	switch n := node.(type) {
 	case map[string]any:
-		if ref, ok := n["$ref"].(string); ok {
+		// A $ref object becomes its target; with other members, those (inlined) and allOf: [target].
+		ref, isRef := n["$ref"].(string)
+		var resolved any
+		if isRef {
 			target, targetDoc, err := r.resolve(doc, ref)
 			if err != nil {
 				return nil, err
 			}
-			resolved, err := r.inline(targetDoc, target, depth+1)
+			resolved, err = r.inline(targetDoc, target, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -58,26 +61,20 @@ func (r *Registry) inline(doc string, node any, depth int) (any, error) {
 			if len(n) == 1 {
 				return resolved, nil
 			}
-			rest := map[string]any{}
-			for k, v := range n {
-				if k != "$ref" {
-					iv, err := r.inline(doc, v, depth)
-					if err != nil {
-						return nil, err
-					}
-					rest[k] = iv
-				}
-			}
-			rest["allOf"] = []any{resolved}
-			return rest, nil
 		}
 		out := make(map[string]any, len(n))
 		for k, v := range n {
+			if isRef && k == "$ref" {
+				continue
+			}
 			iv, err := r.inline(doc, v, depth)
 			if err != nil {
 				return nil, err
 			}
 			out[k] = iv
+		}
+		if isRef {
+			out["allOf"] = []any{resolved}
 		}
 		return out, nil
 	case []any:
