@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // waypost runs the CLI with the admin secret and returns its output and error.
@@ -73,7 +75,7 @@ func TestBackupUnderLoadAndVerify(t *testing.T) {
 					body["attachment_ids"] = []string{attachments[(g+i)%2]}
 				}
 				r, err := s.roundTrip(context.Background(), request{Method: "POST", Path: "/v0/messages", Token: writer, Body: body})
-				var d sendData
+				var d wire.Send
 				if err == nil {
 					err = checkEnvelope(r)
 				}
@@ -143,7 +145,7 @@ func TestBackupUnderLoadAndVerify(t *testing.T) {
 		if it.ItemType != "message" || i%7 != 0 {
 			continue
 		}
-		ok[messageData](t, r, request{Method: "GET", Path: "/v0/messages/" + it.ResourceID, Token: obs.token})
+		ok[wire.Message](t, r, request{Method: "GET", Path: "/v0/messages/" + it.ResourceID, Token: obs.token})
 	}
 	r.stop()
 
@@ -175,7 +177,7 @@ func TestBackupUnderLoadAndVerify(t *testing.T) {
 		if it.ItemType != "message" {
 			continue
 		}
-		m, _ := ok[messageData](t, dr, request{Method: "GET", Path: "/v0/messages/" + it.ResourceID, Token: obs.token})
+		m, _ := ok[wire.Message](t, dr, request{Method: "GET", Path: "/v0/messages/" + it.ResourceID, Token: obs.token})
 		if slices.Contains(m.AttachmentIDs, attachments[0]) {
 			want = append(want, "message "+m.MessageID+" blob_unreadable")
 		}

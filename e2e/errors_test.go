@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // errCase is one row of TestErrorCodesOverHTTP: a request that must fail with code and leave no side
@@ -57,14 +59,14 @@ func TestErrorCodesOverHTTP(t *testing.T) {
 	revoked := adm.token(t, a.actor, "", "message.send")
 	rotated := adm.token(t, a.actor, "", "message.send")
 	expiresAt := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
-	expiring, _ := ok[tokenData](t, s, request{Method: "POST", Path: adm.path("/tokens"), Token: adminSecret,
+	expiring, _ := ok[wire.Token](t, s, request{Method: "POST", Path: adm.path("/tokens"), Token: adminSecret,
 		Body: map[string]any{"request_id": "token-expiring", "actor_id": a.actor, "scopes": []string{"message.send"}, "expires_at": expiresAt.UTC().Format(time.RFC3339)}})
 	for _, tok := range []string{revoked.Token, rotated.Token, expiring.Token} {
 		ok[map[string]any](t, s, request{Method: "GET", Path: "/v0/describe", Token: tok}) // each works before it stops working
 	}
 	beforeRevoke := send(t, s, revoked.Token, map[string]any{"request_id": "e-before-revoke", "recipient_ids": []string{b.actor}, "body": map[string]any{"text": "sent before the revocation"}})
 	ok[map[string]any](t, s, request{Method: "POST", Path: adm.path("/tokens/" + revoked.TokenID + "/revoke"), Token: adminSecret})
-	newSecret, _ := ok[tokenData](t, s, request{Method: "POST", Path: adm.path("/tokens/" + rotated.TokenID + "/rotate"), Token: adminSecret})
+	newSecret, _ := ok[wire.Token](t, s, request{Method: "POST", Path: adm.path("/tokens/" + rotated.TokenID + "/rotate"), Token: adminSecret})
 	gone := adm.participant(t, "revoked actor")
 	ok[map[string]any](t, s, request{Method: "POST", Path: adm.path("/actors/" + gone.actor + "/revoke"), Token: adminSecret})
 	// An actor with a space_log consumer but no space.observe grant.
@@ -81,15 +83,15 @@ func TestErrorCodesOverHTTP(t *testing.T) {
 	toB := send(t, s, a.token, map[string]any{"request_id": "warm-b", "recipient_ids": []string{b.actor}, "body": map[string]any{"text": "hi B"}})
 	toC := send(t, s, a.token, map[string]any{"request_id": "warm-c", "recipient_ids": []string{c.actor}, "body": map[string]any{"text": "hi C"}})
 	bPage := read(t, s, b, nil, 50)
-	bItem := bPage.feed(t)[0].ItemID
-	cItem := read(t, s, c, nil, 50).feed(t)[0].ItemID
+	bItem := bPage.Feed(t)[0].ItemID
+	cItem := read(t, s, c, nil, 50).Feed(t)[0].ItemID
 	b2Cursor := read(t, s, b2, nil, 50).NextCursor
 	// A consumer whose view will change (PATCH) after we hold its cursor.
 	e := adm.participant(t, "E")
 	send(t, s, a.token, map[string]any{"request_id": "warm-e", "recipient_ids": []string{e.actor}, "body": map[string]any{"text": "hi E"}})
 	ePage := read(t, s, e, nil, 50)
-	eItem := ePage.feed(t)[0].ItemID
-	patched, _ := ok[consumerData](t, s, request{Method: "PATCH", Path: adm.path("/consumers/" + e.consumer), Token: adminSecret,
+	eItem := ePage.Feed(t)[0].ItemID
+	patched, _ := ok[wire.Consumer](t, s, request{Method: "PATCH", Path: adm.path("/consumers/" + e.consumer), Token: adminSecret,
 		Body: map[string]any{"filter": map[string]any{"item_types": []string{"message", "receipt"}}}})
 	if patched.ViewRevision != 2 {
 		t.Fatalf("PATCH consumer: view_revision %d, want 2", patched.ViewRevision)
@@ -275,7 +277,7 @@ func TestErrorCodesOverHTTP(t *testing.T) {
 			code: "IDEMPOTENCY_CONFLICT", echo: "e-conflict",
 			fix: ptr(post(a.token, map[string]any{"request_id": "e-conflict", "recipient_ids": []string{b.actor}, "subject": "first", "body": map[string]any{"text": "x"}})),
 			check: func(t *testing.T, r response) {
-				st, _ := ok[statusData](t, s, request{Method: "GET", Path: "/v0/status?operation=message.send&request_id=e-conflict", Token: a.token})
+				st, _ := ok[wire.Status](t, s, request{Method: "GET", Path: "/v0/status?operation=message.send&request_id=e-conflict", Token: a.token})
 				if st.SubmissionState != "committed" || st.ResourceID != conflicted.ResourceID {
 					t.Fatalf("status after the conflict: %+v, want the original %s", st, conflicted.ResourceID)
 				}
@@ -419,7 +421,7 @@ func TestErrorCodesOverHTTP(t *testing.T) {
 			}
 			head = next
 			if tc.fix.Path == "/v0/messages" {
-				var d sendData
+				var d wire.Send
 				if err := json.Unmarshal(fixed, &d); err != nil || d.SubmissionState != "committed" {
 					t.Fatalf("corrected send: %s", fixed)
 				}

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // needDescriptors raises this process's descriptor limit to its hard limit (the Go runtime usually did
@@ -95,7 +97,7 @@ func runSlowConn(ctx context.Context, addr string, sc *slowConn, head string, bo
 		return
 	}
 	sc.answered, sc.status = time.Since(start), resp.StatusCode
-	var env envelope
+	var env wire.Envelope
 	if b, err := io.ReadAll(resp.Body); err == nil && json.Unmarshal(b, &env) == nil && env.Error != nil {
 		sc.reason, _ = env.Error.Details["reason"].(string)
 	}

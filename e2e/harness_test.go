@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/schemas"
 )
 
@@ -267,29 +268,13 @@ func (s *server) restart() {
 
 // ---- raw HTTP ----
 
-// wireError is the error object of the RFC §5.2 envelope.
-type wireError struct {
-	Code      string         `json:"code"`
-	Message   string         `json:"message"`
-	Retryable bool           `json:"retryable"`
-	Details   map[string]any `json:"details"`
-}
-
-// envelope is the RFC §5.2 result envelope, with data left raw.
-type envelope struct {
-	OK        bool            `json:"ok"`
-	RequestID string          `json:"request_id"`
-	Data      json.RawMessage `json:"data"`
-	Error     *wireError      `json:"error"`
-}
-
 // response is one HTTP exchange.
 type response struct {
 	Method, Path string
 	Status       int
 	Header       http.Header
 	Body         []byte
-	Env          envelope
+	Env          wire.Envelope
 }
 
 func (r response) String() string {
@@ -517,111 +502,12 @@ func fail(t testing.TB, s *server, rq request, code string) response {
 	return r
 }
 
-// ---- wire shapes used by the tests (decoded loosely: the schemas check them strictly) ----
-
-type spaceData struct {
-	SpaceID            string `json:"space_id"`
-	DefaultRecipientID string `json:"default_recipient_id"`
-	SourceURI          string `json:"source_uri"`
-}
-
-type actorData struct {
-	ActorID string `json:"actor_id"`
-}
-
-type consumerData struct {
-	ConsumerID   string `json:"consumer_id"`
-	ViewRevision int64  `json:"view_revision"`
-}
-
-type tokenData struct {
-	TokenID   string  `json:"token_id"`
-	Token     string  `json:"token"`
-	ExpiresAt *string `json:"expires_at"`
-}
-
-type sendData struct {
-	SubmissionState string `json:"submission_state"`
-	ResourceID      string `json:"resource_id"`
-	ThreadID        string `json:"thread_id"`
-	CommittedAt     string `json:"committed_at"`
-	VisibleSeq      string `json:"visible_seq"`
-}
-
-type feedItem struct {
-	ItemID          string          `json:"item_id"`
-	SpaceID         string          `json:"space_id"`
-	VisibleSeq      string          `json:"visible_seq"`
-	ItemType        string          `json:"item_type"`
-	ResourceID      string          `json:"resource_id"`
-	ResourceVersion int64           `json:"resource_version"`
-	ProducerID      string          `json:"producer_id"`
-	RecipientIDs    []string        `json:"recipient_ids"`
-	ThreadID        *string         `json:"thread_id"`
-	CommittedAt     string          `json:"committed_at"`
-	Data            json.RawMessage `json:"data"`
-}
-
-type pageData struct {
-	Items            []json.RawMessage `json:"items"`
-	NextCursor       string            `json:"next_cursor"`
-	HasMore          bool              `json:"has_more"`
-	CheckpointCursor *string           `json:"checkpoint_cursor"`
-}
-
-// feed decodes the items of a page.
-func (p pageData) feed(t testing.TB) []feedItem {
-	t.Helper()
-	out := make([]feedItem, len(p.Items))
-	for i, raw := range p.Items {
-		if err := json.Unmarshal(raw, &out[i]); err != nil {
-			t.Fatalf("decoding item %s: %v", raw, err)
-		}
-	}
-	return out
-}
-
-type ackReceipt struct {
-	ItemID  string `json:"item_id"`
-	Stage   string `json:"stage"`
-	Changed bool   `json:"changed"`
-}
-
-type ackData struct {
-	Receipts         []ackReceipt `json:"receipts"`
-	CheckpointCursor *string      `json:"checkpoint_cursor"`
-}
-
-type messageData struct {
-	MessageID  string  `json:"message_id"`
-	SpaceID    string  `json:"space_id"`
-	ProducerID string  `json:"producer_id"`
-	ThreadID   string  `json:"thread_id"`
-	InReplyTo  *string `json:"in_reply_to"`
-	Kind       string  `json:"kind"`
-	Subject    string  `json:"subject"`
-	Body       struct {
-		Text string `json:"text"`
-	} `json:"body"`
-	RecipientIDs    []string        `json:"recipient_ids"`
-	AttachmentIDs   []string        `json:"attachment_ids"`
-	Metadata        json.RawMessage `json:"metadata"`
-	CommittedAt     string          `json:"committed_at"`
-	EnvelopeVersion int             `json:"envelope_version"`
-}
-
-type statusData struct {
-	SubmissionState string          `json:"submission_state"`
-	ResourceID      string          `json:"resource_id"`
-	Result          json.RawMessage `json:"result"`
-}
-
 // ---- control-plane helpers ----
 
 // admin is the control plane of one space.
 type admin struct {
 	s     *server
-	space spaceData
+	space wire.Space
 	n     int
 }
 
@@ -631,7 +517,7 @@ func (a *admin) rid(prefix string) string { a.n++; return fmt.Sprintf("%s-%d", p
 func newSpace(t testing.TB, s *server, name string) *admin {
 	t.Helper()
 	a := &admin{s: s}
-	a.space, _ = ok[spaceData](t, s, request{Method: "POST", Path: "/admin/v0/spaces", Token: adminSecret,
+	a.space, _ = ok[wire.Space](t, s, request{Method: "POST", Path: "/admin/v0/spaces", Token: adminSecret,
 		Body: map[string]any{"request_id": "space-" + name, "display_name": name}})
 	if a.space.SpaceID == "" || a.space.DefaultRecipientID == "" || !strings.HasPrefix(a.space.SourceURI, "urn:uuid:") {
 		t.Fatalf("space %+v: want space_id, default_recipient_id and a urn:uuid source_uri", a.space)
@@ -653,14 +539,14 @@ func (a *admin) rateLimits(t testing.TB, perSecond, burst int) {
 
 func (a *admin) actor(t testing.TB, name string) string {
 	t.Helper()
-	d, _ := ok[actorData](t, a.s, request{Method: "POST", Path: a.path("/actors"), Token: adminSecret,
+	d, _ := ok[wire.Actor](t, a.s, request{Method: "POST", Path: a.path("/actors"), Token: adminSecret,
 		Body: map[string]any{"request_id": a.rid("actor"), "display_name": name}})
 	return d.ActorID
 }
 
 func (a *admin) consumer(t testing.TB, actorID, view string) string {
 	t.Helper()
-	d, _ := ok[consumerData](t, a.s, request{Method: "POST", Path: a.path("/consumers"), Token: adminSecret,
+	d, _ := ok[wire.Consumer](t, a.s, request{Method: "POST", Path: a.path("/consumers"), Token: adminSecret,
 		Body: map[string]any{"request_id": a.rid("consumer"), "actor_id": actorID, "view": view}})
 	if d.ConsumerID == "" || d.ViewRevision < 1 {
 		t.Fatalf("consumer %+v", d)
@@ -669,13 +555,13 @@ func (a *admin) consumer(t testing.TB, actorID, view string) string {
 }
 
 // token issues a token; consumerID may be empty.
-func (a *admin) token(t testing.TB, actorID, consumerID string, scopes ...string) tokenData {
+func (a *admin) token(t testing.TB, actorID, consumerID string, scopes ...string) wire.Token {
 	t.Helper()
 	body := map[string]any{"request_id": a.rid("token"), "actor_id": actorID, "scopes": scopes}
 	if consumerID != "" {
 		body["consumer_id"] = consumerID
 	}
-	d, _ := ok[tokenData](t, a.s, request{Method: "POST", Path: a.path("/tokens"), Token: adminSecret, Body: body})
+	d, _ := ok[wire.Token](t, a.s, request{Method: "POST", Path: a.path("/tokens"), Token: adminSecret, Body: body})
 	if d.Token == "" || d.TokenID == "" {
 		t.Fatalf("token %+v: want token and token_id", d)
 	}
@@ -715,9 +601,9 @@ func (a *admin) observer(t testing.TB) participant {
 
 // ---- data-plane helpers ----
 
-func send(t testing.TB, s *server, token string, body map[string]any) sendData {
+func send(t testing.TB, s *server, token string, body map[string]any) wire.Send {
 	t.Helper()
-	d, r := ok[sendData](t, s, request{Method: "POST", Path: "/v0/messages", Token: token, Body: body})
+	d, r := ok[wire.Send](t, s, request{Method: "POST", Path: "/v0/messages", Token: token, Body: body})
 	if r.Env.RequestID != body["request_id"] {
 		t.Fatalf("%s: request_id %q, want the request's %q", r, r.Env.RequestID, body["request_id"])
 	}
@@ -727,13 +613,13 @@ func send(t testing.TB, s *server, token string, body map[string]any) sendData {
 	return d
 }
 
-func read(t testing.TB, s *server, p participant, cursor *string, limit int) pageData {
+func read(t testing.TB, s *server, p participant, cursor *string, limit int) wire.RawPage {
 	t.Helper()
 	body := map[string]any{"consumer_id": p.consumer, "cursor": cursor}
 	if limit > 0 {
 		body["limit"] = limit
 	}
-	d, _ := ok[pageData](t, s, request{Method: "POST", Path: "/v0/inbox/read", Token: p.token, Body: body})
+	d, _ := ok[wire.RawPage](t, s, request{Method: "POST", Path: "/v0/inbox/read", Token: p.token, Body: body})
 	if d.NextCursor == "" {
 		t.Fatalf("read: empty next_cursor")
 	}
@@ -741,15 +627,15 @@ func read(t testing.TB, s *server, p participant, cursor *string, limit int) pag
 }
 
 // readAll pages from cursor to the end of the consumer's feed; it returns the items and the final cursor.
-func readAll(t testing.TB, s *server, p participant, cursor *string) ([]feedItem, string) {
+func readAll(t testing.TB, s *server, p participant, cursor *string) ([]wire.FeedItem, string) {
 	t.Helper()
-	var all []feedItem
+	var all []wire.FeedItem
 	for pages := 0; ; pages++ {
 		if pages > 10000 {
 			t.Fatalf("readAll: more than 10000 pages")
 		}
 		pg := read(t, s, p, cursor, 200)
-		all = append(all, pg.feed(t)...)
+		all = append(all, pg.Feed(t)...)
 		c := pg.NextCursor
 		cursor = &c
 		if !pg.HasMore {
@@ -758,13 +644,13 @@ func readAll(t testing.TB, s *server, p participant, cursor *string) ([]feedItem
 	}
 }
 
-func ack(t testing.TB, s *server, p participant, requestID string, items []map[string]string, checkpoint *string) ackData {
+func ack(t testing.TB, s *server, p participant, requestID string, items []map[string]string, checkpoint *string) wire.Ack {
 	t.Helper()
 	body := map[string]any{"request_id": requestID, "consumer_id": p.consumer, "items": items}
 	if checkpoint != nil {
 		body["checkpoint_cursor"] = *checkpoint
 	}
-	d, r := ok[ackData](t, s, request{Method: "POST", Path: "/v0/inbox/ack", Token: p.token, Body: body})
+	d, r := ok[wire.Ack](t, s, request{Method: "POST", Path: "/v0/inbox/ack", Token: p.token, Body: body})
 	if r.Env.RequestID != requestID {
 		t.Fatalf("%s: request_id %q, want %q", r, r.Env.RequestID, requestID)
 	}

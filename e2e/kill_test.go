@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // killClient is one of the concurrent senders of TestKillDuringConcurrentSends. Its fields are touched by
@@ -18,10 +20,10 @@ import (
 type killClient struct {
 	name      string
 	token     string
-	pad       int                 // body.text padding: some clients send bodies too large to commit inline
-	attempted []string            // every request_id sent, in order
-	acked     map[string]bool     // request_ids whose first attempt got a 200 committed response
-	result    map[string]sendData // the first committed result seen for each request_id
+	pad       int                  // body.text padding: some clients send bodies too large to commit inline
+	attempted []string             // every request_id sent, in order
+	acked     map[string]bool      // request_ids whose first attempt got a 200 committed response
+	result    map[string]wire.Send // the first committed result seen for each request_id
 }
 
 func (c *killClient) body(rid string) map[string]any {
@@ -30,7 +32,7 @@ func (c *killClient) body(rid string) map[string]any {
 }
 
 // record stores a committed result, or checks it against the one already stored for rid.
-func (c *killClient) record(rid string, d sendData) error {
+func (c *killClient) record(rid string, d wire.Send) error {
 	if d.SubmissionState != "committed" || d.ResourceID == "" || d.VisibleSeq == "" || d.CommittedAt == "" {
 		return fmt.Errorf("%s: incomplete committed result %+v", rid, d)
 	}
@@ -69,7 +71,7 @@ func TestKillDuringConcurrentSends(t *testing.T) {
 	for i := range clients {
 		actor := adm.actor(t, fmt.Sprintf("sender %d", i))
 		clients[i] = &killClient{name: fmt.Sprintf("c%02d", i), token: adm.token(t, actor, "", "message.send").Token,
-			pad: 100, acked: map[string]bool{}, result: map[string]sendData{}}
+			pad: 100, acked: map[string]bool{}, result: map[string]wire.Send{}}
 		if i%4 == 0 {
 			// 24 KiB: over the embedded server's inline body size (server.InlineBodyMax), so these sends take
 			// the reserve → body object → commit path and the kill can land between those steps.
@@ -110,7 +112,7 @@ func TestKillDuringConcurrentSends(t *testing.T) {
 						report(fmt.Errorf("%s: unexpected failure under load: %s", rid, r))
 						return
 					}
-					var d sendData
+					var d wire.Send
 					if err := json.Unmarshal(r.Env.Data, &d); err != nil {
 						report(fmt.Errorf("%s: %w", rid, err))
 						return
@@ -208,7 +210,7 @@ func TestKillDuringConcurrentSends(t *testing.T) {
 	for i := 0; i < 32; i++ {
 		c := clients[rng.IntN(len(clients))]
 		rid := c.attempted[rng.IntN(len(c.attempted))]
-		m, _ := ok[messageData](t, s, request{Method: "GET", Path: "/v0/messages/" + c.result[rid].ResourceID, Token: c.token})
+		m, _ := ok[wire.Message](t, s, request{Method: "GET", Path: "/v0/messages/" + c.result[rid].ResourceID, Token: c.token})
 		if m.Body.Text != c.body(rid)["body"].(map[string]any)["text"] || m.Subject != "load "+rid {
 			t.Fatalf("%s: message %s has subject %q body %q", rid, m.MessageID, m.Subject, m.Body.Text)
 		}
@@ -261,7 +263,7 @@ func retryOne(s *server, c *killClient, rid string) error {
 			}
 			return fmt.Errorf("%s: retry failed: %s", rid, r)
 		}
-		var d sendData
+		var d wire.Send
 		if err := json.Unmarshal(r.Env.Data, &d); err != nil {
 			return fmt.Errorf("%s: %w", rid, err)
 		}
@@ -277,8 +279,8 @@ func retryOne(s *server, c *killClient, rid string) error {
 		if err := checkEnvelope(st); err != nil {
 			return err
 		}
-		var sd statusData
-		var sr sendData
+		var sd wire.Status
+		var sr wire.Send
 		if err := json.Unmarshal(st.Env.Data, &sd); err != nil || sd.SubmissionState != "committed" || sd.ResourceID != d.ResourceID ||
 			json.Unmarshal(sd.Result, &sr) != nil || sr != d {
 			return fmt.Errorf("%s: status %s after the retry returned %+v", rid, st, d)

@@ -18,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // spaceState is the part of GET /admin/v0/spaces/{space_id} the deletion tests read.
@@ -127,7 +129,7 @@ func TestDeleteSpaceSurvivesKill(t *testing.T) {
 		t.Fatalf("the doomed space has %d blob files, want %d", got, large+blobs)
 	}
 	page := read(t, s, b, nil, 5)
-	ack(t, s, b, "ack-1", []map[string]string{{"item_id": page.feed(t)[0].ItemID, "stage": "processed"}}, &page.NextCursor)
+	ack(t, s, b, "ack-1", []map[string]string{{"item_id": page.Feed(t)[0].ItemID, "stage": "processed"}}, &page.NextCursor)
 
 	del, _ := ok[spaceState](t, s, request{Method: "DELETE", Path: doomed.path(""), Token: adminSecret})
 	if del.State != "deleting" {
@@ -184,7 +186,7 @@ func TestDeleteSpaceSurvivesKill(t *testing.T) {
 	}
 	// The other space still works, and every reference left verifies (the deleted space is skipped).
 	readAll(t, s, kp, nil)
-	ok[spaceData](t, s, request{Method: "GET", Path: keep.path(""), Token: adminSecret})
+	ok[wire.Space](t, s, request{Method: "GET", Path: keep.path(""), Token: adminSecret})
 	s.stop()
 	if out, errOut, err := waypost("verify", "--data", s.data); err != nil || !strings.Contains(errOut, "1 skipped") {
 		t.Errorf("verify after the deletion: %v\n%s%s", err, out, errOut)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // TestRFC16_1_AsyncLoop is RFC §16.1, the first asynchronous loop, over real HTTP: A sends to B while B is
@@ -58,9 +60,9 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 	if again := send(t, s, a.token, sendBody); again != sent {
 		t.Fatalf("retry with the same request_id: %+v, first %+v", again, sent)
 	}
-	st, _ := ok[statusData](t, s, request{Method: "GET", Token: a.token,
+	st, _ := ok[wire.Status](t, s, request{Method: "GET", Token: a.token,
 		Path: "/v0/status?" + url.Values{"operation": {"message.send"}, "request_id": {"req_report_001"}}.Encode()})
-	var stRes sendData
+	var stRes wire.Send
 	if err := json.Unmarshal(st.Result, &stRes); err != nil || st.SubmissionState != "committed" || st.ResourceID != sent.ResourceID || stRes != sent {
 		t.Fatalf("status of A's send: %+v (result %s), want committed %+v", st, st.Result, sent)
 	}
@@ -73,7 +75,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 		t.Fatalf("two reads: request_id %q and %q, want two different tracking IDs", r1.Env.RequestID, r2.Env.RequestID)
 	}
 	page := read(t, s, b, nil, 50)
-	items := page.feed(t)
+	items := page.Feed(t)
 	if len(items) != 1 || page.HasMore || page.CheckpointCursor != nil {
 		t.Fatalf("B's first page: %d items, has_more %v, checkpoint %v; want the one message, no checkpoint yet", len(items), page.HasMore, page.CheckpointCursor)
 	}
@@ -87,7 +89,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 	checkData(t, "message item", msgItem.Data, wantMsgData)
 
 	// B "saves" the page and the body it points to before acknowledging (RFC §8.3: persist, then ack).
-	msg, _ := ok[messageData](t, s, request{Method: "GET", Path: "/v0/messages/" + sent.ResourceID, Token: b.token})
+	msg, _ := ok[wire.Message](t, s, request{Method: "GET", Path: "/v0/messages/" + sent.ResourceID, Token: b.token})
 	if msg.Body.Text != "已整理三个方案，附件包含完整资料。" || msg.ProducerID != a.actor || msg.ThreadID != sent.ThreadID ||
 		!slices.Equal(msg.RecipientIDs, []string{b.actor}) || msg.InReplyTo != nil || msg.CommittedAt != sent.CommittedAt || msg.EnvelopeVersion < 1 {
 		t.Fatalf("message.get by B: %+v", msg)
@@ -97,13 +99,13 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ackRes := ack(t, s, b, "ack_001", []map[string]string{{"item_id": msgItem.ItemID, "stage": "received"}}, &page.NextCursor)
-	if len(ackRes.Receipts) != 1 || ackRes.Receipts[0] != (ackReceipt{ItemID: msgItem.ItemID, Stage: "received", Changed: true}) ||
+	if len(ackRes.Receipts) != 1 || ackRes.Receipts[0] != (wire.AckReceipt{ItemID: msgItem.ItemID, Stage: "received", Changed: true}) ||
 		ackRes.CheckpointCursor == nil || *ackRes.CheckpointCursor != page.NextCursor {
 		t.Fatalf("B's ack: %+v", ackRes)
 	}
 	// The ack deleted nothing: a fresh read still returns the message, and publishes the stored checkpoint.
 	again := read(t, s, b, nil, 50)
-	if got := again.feed(t); len(got) != 1 || got[0].ItemID != msgItem.ItemID || again.CheckpointCursor == nil || *again.CheckpointCursor != page.NextCursor {
+	if got := again.Feed(t); len(got) != 1 || got[0].ItemID != msgItem.ItemID || again.CheckpointCursor == nil || *again.CheckpointCursor != page.NextCursor {
 		t.Fatalf("B re-read after ack: %d items, checkpoint %v", len(got), again.CheckpointCursor)
 	}
 	if rest := read(t, s, b, again.CheckpointCursor, 50); len(rest.Items) != 0 || rest.HasMore {
@@ -125,7 +127,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 
 	// A reads its inbox: B's receipt for the message, then the reply.
 	aPage := read(t, s, a, nil, 50)
-	aItems := aPage.feed(t)
+	aItems := aPage.Feed(t)
 	if len(aItems) != 2 || aPage.HasMore {
 		t.Fatalf("A's inbox: %d items (has_more %v), want the receipt and the reply", len(aItems), aPage.HasMore)
 	}
@@ -142,7 +144,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 	}
 	checkData(t, "reply item", rep.Data, map[string]any{"message_id": reply.ResourceID, "kind": "answer",
 		"subject": "Re: 研究资料已整理", "in_reply_to": sent.ResourceID, "attachment_count": float64(0)})
-	replyMsg, _ := ok[messageData](t, s, request{Method: "GET", Path: "/v0/messages/" + reply.ResourceID, Token: a.token})
+	replyMsg, _ := ok[wire.Message](t, s, request{Method: "GET", Path: "/v0/messages/" + reply.ResourceID, Token: a.token})
 	if replyMsg.Body.Text != "收到，方案二最合适。" || replyMsg.InReplyTo == nil || *replyMsg.InReplyTo != sent.ResourceID {
 		t.Fatalf("message.get of the reply by A: %+v", replyMsg)
 	}
@@ -155,7 +157,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 		t.Fatalf("A's ack: %+v", aAck)
 	}
 	bNew := read(t, s, b, again.CheckpointCursor, 50)
-	bItems := bNew.feed(t)
+	bItems := bNew.Feed(t)
 	if len(bItems) != 1 || bItems[0].ItemType != "receipt" || bItems[0].VisibleSeq != "4" {
 		t.Fatalf("B's new items after A's ack: %+v, want exactly one receipt at visible_seq 4", bItems)
 	}
@@ -193,12 +195,12 @@ func TestRFC16_4_IndependentConsumers(t *testing.T) {
 		"subject": "shared", "body": map[string]any{"text": "for both"}})
 
 	p1 := read(t, s, install1, nil, 50)
-	i1 := p1.feed(t)
+	i1 := p1.Feed(t)
 	if len(i1) != 1 || i1[0].ResourceID != sent.ResourceID {
 		t.Fatalf("consumer 1: %+v", i1)
 	}
 	a1 := ack(t, s, install1, "ack-1", []map[string]string{{"item_id": i1[0].ItemID, "stage": "processed"}}, &p1.NextCursor)
-	if len(a1.Receipts) != 1 || a1.Receipts[0] != (ackReceipt{ItemID: i1[0].ItemID, Stage: "processed", Changed: true}) {
+	if len(a1.Receipts) != 1 || a1.Receipts[0] != (wire.AckReceipt{ItemID: i1[0].ItemID, Stage: "processed", Changed: true}) {
 		t.Fatalf("consumer 1 ack: %+v", a1)
 	}
 	if p := read(t, s, install1, nil, 50); p.CheckpointCursor == nil || *p.CheckpointCursor != p1.NextCursor {
@@ -217,12 +219,12 @@ func TestRFC16_4_IndependentConsumers(t *testing.T) {
 	fail(t, s, request{Method: "POST", Path: "/v0/inbox/read", Token: install2.token,
 		Body: map[string]any{"consumer_id": install2.consumer, "cursor": p1.NextCursor}}, "CURSOR_SCOPE_CHANGED")
 	// Consumer 1's processed did not mark consumer 2: its own ack advances none → received.
-	a2 := ack(t, s, install2, "ack-2", []map[string]string{{"item_id": p2.feed(t)[0].ItemID, "stage": "received"}}, nil)
-	if len(a2.Receipts) != 1 || a2.Receipts[0] != (ackReceipt{ItemID: i1[0].ItemID, Stage: "received", Changed: true}) {
+	a2 := ack(t, s, install2, "ack-2", []map[string]string{{"item_id": p2.Feed(t)[0].ItemID, "stage": "received"}}, nil)
+	if len(a2.Receipts) != 1 || a2.Receipts[0] != (wire.AckReceipt{ItemID: i1[0].ItemID, Stage: "received", Changed: true}) {
 		t.Fatalf("consumer 2 ack: %+v; consumer 1's processed must not count for consumer 2", a2)
 	}
 	// Consumer 1 acking processed again changes nothing.
-	if a1b := ack(t, s, install1, "ack-1b", []map[string]string{{"item_id": i1[0].ItemID, "stage": "received"}}, nil); a1b.Receipts[0] != (ackReceipt{ItemID: i1[0].ItemID, Stage: "processed", Changed: false}) {
+	if a1b := ack(t, s, install1, "ack-1b", []map[string]string{{"item_id": i1[0].ItemID, "stage": "received"}}, nil); a1b.Receipts[0] != (wire.AckReceipt{ItemID: i1[0].ItemID, Stage: "processed", Changed: false}) {
 		t.Fatalf("late received for consumer 1: %+v, want processed unchanged", a1b)
 	}
 

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // waiterRun is the outcome of one run of many feed.wait requests woken by one commit.
@@ -82,7 +84,7 @@ func runWaiters(tb testing.TB, s *server, n int) waiterRun {
 
 	type answer struct {
 		at    time.Time
-		items []feedItem
+		items []wire.FeedItem
 		err   error
 	}
 	answers := make([]answer, n)
@@ -114,7 +116,7 @@ func runWaiters(tb testing.TB, s *server, n int) waiterRun {
 			var env struct {
 				OK   bool `json:"ok"`
 				Data struct {
-					Items []feedItem `json:"items"`
+					Items []wire.FeedItem `json:"items"`
 				} `json:"data"`
 			}
 			if err == nil {
@@ -153,7 +155,7 @@ func runWaiters(tb testing.TB, s *server, n int) waiterRun {
 			tb.Fatalf("probe: %v", r)
 		}
 		if err == nil && r.Env.OK {
-			var pg pageData
+			var pg wire.RawPage
 			_ = json.Unmarshal(r.Env.Data, &pg)
 			if len(pg.Items) != 0 {
 				tb.Fatalf("the probe found items before the commit")

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/waypost/waypost/e2e/wire"
 )
 
 // The webhook tests run the real binary with a receiver written in JavaScript on the official Standard
@@ -223,36 +225,6 @@ func newWebhookSecret(t testing.TB) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-type subscriptionData struct {
-	SubscriptionID string `json:"subscription_id"`
-	State          string `json:"state"`
-	ConsumerID     string `json:"consumer_id"`
-	ExpiresAt      string `json:"expires_at"`
-	RefreshBefore  string `json:"refresh_before"`
-	Delivery       struct {
-		Mode string `json:"mode"`
-		URL  string `json:"url"`
-	} `json:"delivery"`
-	Health *struct {
-		LastSuccessAt       *string `json:"last_success_at"`
-		LastFailureAt       *string `json:"last_failure_at"`
-		LastFailureReason   *string `json:"last_failure_reason"`
-		ConsecutiveFailures int     `json:"consecutive_failures"`
-	} `json:"health"`
-}
-
-type deliveryData struct {
-	DeliveryID string `json:"delivery_id"`
-	EventID    string `json:"event_id"`
-	State      string `json:"state"`
-	Attempts   int    `json:"attempts"`
-	Log        []struct {
-		AttemptID  string `json:"attempt_id"`
-		StatusCode int    `json:"status_code"`
-		Outcome    string `json:"outcome"`
-	} `json:"attempts_log"`
-}
-
 // subscriber is an actor whose inbox consumer may manage webhook subscriptions.
 func (a *admin) subscriber(t testing.TB, name string) participant {
 	t.Helper()
@@ -269,7 +241,7 @@ func subscribeBody(rid, consumer, url, secret string) map[string]any {
 }
 
 // itemOf returns the feed item of message messageID in p's inbox.
-func itemOf(t testing.TB, s *server, p participant, messageID string) feedItem {
+func itemOf(t testing.TB, s *server, p participant, messageID string) wire.FeedItem {
 	t.Helper()
 	items, _ := readAll(t, s, p, nil)
 	for _, it := range items {
@@ -278,38 +250,31 @@ func itemOf(t testing.TB, s *server, p participant, messageID string) feedItem {
 		}
 	}
 	t.Fatalf("message %s not in %s's inbox", messageID, p.actor)
-	return feedItem{}
-}
-
-// cloudEvent is a received CloudEvent, decoded strictly enough to check its shape.
-type cloudEvent struct {
-	SpecVersion string         `json:"specversion"`
-	ID          string         `json:"id"`
-	Source      string         `json:"source"`
-	Type        string         `json:"type"`
-	Subject     string         `json:"subject"`
-	Time        string         `json:"time"`
-	Data        map[string]any `json:"data"`
+	return wire.FeedItem{}
 }
 
 // checkEvent checks a delivered event against the feed item it announces.
-func checkEvent(t testing.TB, rec receiverRecord, sourceURI string, it feedItem, sent sendData) {
+func checkEvent(t testing.TB, rec receiverRecord, sourceURI string, it wire.FeedItem, sent wire.Send) {
 	t.Helper()
-	var e cloudEvent
+	var e wire.CloudEvent
 	if err := json.Unmarshal([]byte(rec.Body), &e); err != nil {
 		t.Fatalf("event body %q: %v", rec.Body, err)
 	}
-	if e.SpecVersion != "1.0" || e.ID != it.ItemID || rec.WebhookID != it.ItemID || e.Source != sourceURI ||
-		e.Type != "waypost.message.committed.v1" || e.Subject != "messages/"+sent.ResourceID {
-		t.Errorf("event %+v (webhook-id %s); want id = webhook-id = item_id %s, source %s, type waypost.message.committed.v1, subject messages/%s",
-			e, rec.WebhookID, it.ItemID, sourceURI, sent.ResourceID)
+	var data map[string]any
+	if err := json.Unmarshal(e.Data, &data); err != nil {
+		t.Fatalf("event data %s: %v", e.Data, err)
 	}
-	if e.Data["message_id"] != sent.ResourceID || e.Data["visible_seq"] != sent.VisibleSeq || e.Data["api_version"] != "0.1" {
-		t.Errorf("event data %v; want message_id %s, visible_seq %s", e.Data, sent.ResourceID, sent.VisibleSeq)
+	if e.SpecVersion != "1.0" || e.ID != it.ItemID || rec.WebhookID != it.ItemID || e.Source != sourceURI ||
+		e.Type != "waypost.message.committed.v1" || e.Subject != "messages/"+sent.ResourceID || e.DataContentType != "application/json" {
+		t.Errorf("event %s (webhook-id %s); want id = webhook-id = item_id %s, source %s, type waypost.message.committed.v1, subject messages/%s, datacontenttype application/json",
+			rec.Body, rec.WebhookID, it.ItemID, sourceURI, sent.ResourceID)
+	}
+	if data["message_id"] != sent.ResourceID || data["visible_seq"] != sent.VisibleSeq || data["api_version"] != "0.1" {
+		t.Errorf("event data %v; want message_id %s, visible_seq %s", data, sent.ResourceID, sent.VisibleSeq)
 	}
 	for _, k := range []string{"body", "subject", "text", "metadata"} {
-		if _, ok := e.Data[k]; ok {
-			t.Errorf("event data carries %q: %v", k, e.Data)
+		if _, ok := data[k]; ok {
+			t.Errorf("event data carries %q: %v", k, data)
 		}
 	}
 	if strings.Contains(rec.Body, "confidential") {
@@ -343,7 +308,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	}
 
 	// Subscribe: the challenge is verified by the JS library before the server answers.
-	sub, _ := ok[subscriptionData](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
+	sub, _ := ok[wire.Subscription](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
 		Body: subscribeBody("sub-1", bob.consumer, rcv.url, secret)})
 	if sub.State != "active" || sub.Delivery.URL != rcv.url || sub.ConsumerID != bob.consumer {
 		t.Fatalf("subscription %+v", sub)
@@ -378,7 +343,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 	// The subscription shows its health (recorded just after the receiver's answer).
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		list, _ := ok[struct {
-			Subscriptions []subscriptionData `json:"subscriptions"`
+			Subscriptions []wire.Subscription `json:"subscriptions"`
 		}](t, s, request{Method: "GET", Path: "/v0/subscriptions", Token: bob.token})
 		if len(list.Subscriptions) != 1 || list.Subscriptions[0].Health == nil {
 			t.Fatalf("subscriptions after a delivery: %+v", list)
@@ -394,7 +359,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 
 	// Rotation: the same target with a new secret is challenged again (new secret only), then events
 	// carry two signatures for up to 5 minutes: the JS library verifies the event with either secret.
-	again, _ := ok[subscriptionData](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
+	again, _ := ok[wire.Subscription](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
 		Body: subscribeBody("sub-2", bob.consumer, rcv.url, rotated)})
 	if again.SubscriptionID != sub.SubscriptionID {
 		t.Fatalf("rotation made a new subscription %s (was %s)", again.SubscriptionID, sub.SubscriptionID)
@@ -414,11 +379,11 @@ func TestWebhookEndToEnd(t *testing.T) {
 		"body": map[string]any{"text": "confidential"}})
 	it3 := itemOf(t, s, bob, sent3.ResourceID)
 	rcv.waitFor(10*time.Second, "the 410 answer", func([]receiverRecord) bool { return len(rcv.events(it3.ItemID)) > 0 })
-	var failed deliveryData
+	var failed wire.Delivery
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l, _ := ok[struct {
-			Deliveries []deliveryData `json:"deliveries"`
+			Deliveries []wire.Delivery `json:"deliveries"`
 		}](t, s, request{Method: "GET", Path: adm.path("/deliveries?state=failed"), Token: adminSecret})
 		if len(l.Deliveries) == 1 {
 			failed = l.Deliveries[0]
@@ -433,7 +398,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		t.Errorf("failure record %+v; want event %s, one attempt answered 410", failed, it3.ItemID)
 	}
 	rcv.setMode("ok")
-	ok[deliveryData](t, s, request{Method: "POST", Path: adm.path("/deliveries/" + failed.DeliveryID + "/redeliver"),
+	ok[wire.Delivery](t, s, request{Method: "POST", Path: adm.path("/deliveries/" + failed.DeliveryID + "/redeliver"),
 		Token: adminSecret, Body: map[string]any{}})
 	rcv.waitDelivered(10*time.Second, it3.ItemID)
 	if n := len(rcv.events(it3.ItemID)); n != 2 {
@@ -469,7 +434,7 @@ func TestWebhookDeliveredAfterCrash(t *testing.T) {
 	s := startServer(t, "--allow-loopback-webhooks")
 	adm := newSpace(t, s, "webhook-crash")
 	alice, bob := adm.participant(t, "alice"), adm.subscriber(t, "bob")
-	ok[subscriptionData](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
+	ok[wire.Subscription](t, s, request{Method: "POST", Path: "/v0/subscriptions", Token: bob.token,
 		Body: subscribeBody("sub-1", bob.consumer, rcv.url, secret)})
 
 	for _, c := range []struct {
@@ -508,7 +473,7 @@ func waitPendingLog(t testing.TB, s *server, adm *admin, event string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		l, _ := ok[struct {
-			Deliveries []deliveryData `json:"deliveries"`
+			Deliveries []wire.Delivery `json:"deliveries"`
 		}](t, s, request{Method: "GET", Path: adm.path("/deliveries?state=pending"), Token: adminSecret})
 		for _, d := range l.Deliveries {
 			if d.EventID == event && len(d.Log) >= n {
@@ -560,7 +525,7 @@ func TestWebhookLoopbackRefusedWithoutFlag(t *testing.T) {
 		t.Errorf("a refused target was contacted %d times", hits)
 	}
 	l, _ := ok[struct {
-		Subscriptions []subscriptionData `json:"subscriptions"`
+		Subscriptions []wire.Subscription `json:"subscriptions"`
 	}](t, s, request{Method: "GET", Path: "/v0/subscriptions", Token: bob.token})
 	if len(l.Subscriptions) != 0 {
 		t.Errorf("refused targets made subscriptions: %+v", l.Subscriptions)

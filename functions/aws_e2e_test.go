@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/functions/channelhost/channelhosttest"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/internal/emulator"
@@ -96,8 +97,8 @@ func startChannel(t *testing.T, bin string, env []string) *channelProc {
 }
 
 type waitPage struct {
-	Items      []feedItem `json:"items"`
-	NextCursor string     `json:"next_cursor"`
+	Items      []wire.FeedItem `json:"items"`
+	NextCursor string          `json:"next_cursor"`
 }
 
 // feedWait is one GET /v0/feed/wait on the channel process (safe off the test goroutine).
@@ -182,7 +183,7 @@ func TestAWSFunctions(t *testing.T) {
 		}
 		pending := channelhosttest.StartWait[waitPage](t, channelProc.url, channelSecret, sp,
 			channelProc.url+channelhosttest.WaitPath(b.consumer, first.NextCursor, 20000), b.token)
-		sent, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": "wake-1",
+		sent, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": "wake-1",
 			"recipient_ids": []string{b.actor}, "body": map[string]any{"text": "wake up"}})
 		woke := pending.Answer(t)
 		if woke.Err != nil || len(woke.Page.Items) != 1 || woke.Page.Items[0].ResourceID != sent.ResourceID || woke.Elapsed > 10*time.Second {
@@ -380,7 +381,7 @@ func TestAWSFunctions(t *testing.T) {
 		sp2 := adm("/spaces", map[string]any{"display_name": "doomed"})["space_id"].(string)
 		w := adm("/spaces/"+sp2+"/actors", map[string]any{})["actor_id"].(string)
 		wtok := adm("/spaces/"+sp2+"/tokens", map[string]any{"actor_id": w, "scopes": scopes})["token"].(string)
-		okData[sendData](t, mailbox, "POST", "/v0/messages", wtok, map[string]any{"request_id": "doomed-1",
+		okData[wire.Send](t, mailbox, "POST", "/v0/messages", wtok, map[string]any{"request_id": "doomed-1",
 			"body": map[string]any{"text": strings.Repeat("a body stored in S3 ", 400)}})
 		now, err := domain.New(domain.Config{Store: st, Blobs: bs, Clock: platform.Clock{}, IDs: platform.IDs{}, CursorKey: []byte(cursorKey)})
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/internal/emutest"
 	"github.com/waypost/waypost/internal/emulator"
@@ -197,17 +198,6 @@ func newParty(t *testing.T, admin *lambdaFn, space, name string, rid func(string
 	return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
 }
 
-// envelope is the RFC §5.2 result envelope.
-type envelope struct {
-	OK        bool            `json:"ok"`
-	RequestID string          `json:"request_id"`
-	Data      json.RawMessage `json:"data"`
-	Error     *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // invoke sends one API Gateway HTTP API (payload 2.0) event to the function and returns the HTTP response it
 // answers with (the body decoded from base64 when it is binary). A body that is not valid UTF-8 travels
 // base64-encoded, as API Gateway sends binary media. Invocations are serialized across all functions:
@@ -284,7 +274,7 @@ func (f *lambdaFn) invokeRaw(t *testing.T, payload []byte) []byte {
 }
 
 // call sends a request with an optional JSON body and decodes the RFC §5.2 envelope it answers with.
-func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (int, envelope) {
+func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (int, wire.Envelope) {
 	t.Helper()
 	headers := map[string]string{}
 	if token != "" {
@@ -299,14 +289,14 @@ func (f *lambdaFn) call(t *testing.T, method, target, token string, body any) (i
 		headers["content-type"] = "application/json"
 	}
 	status, _, respBody := f.invoke(t, method, target, headers, b)
-	var env envelope
+	var env wire.Envelope
 	if err := json.Unmarshal(respBody, &env); err != nil {
 		t.Fatalf("%s %s %s: status %d, body not an envelope: %s", f.name, method, target, status, respBody)
 	}
 	return status, env
 }
 
-func okData[T any](t *testing.T, f *lambdaFn, method, target, token string, body any) (T, envelope) {
+func okData[T any](t *testing.T, f *lambdaFn, method, target, token string, body any) (T, wire.Envelope) {
 	t.Helper()
 	status, env := f.call(t, method, target, token, body)
 	var v T
@@ -317,50 +307,6 @@ func okData[T any](t *testing.T, f *lambdaFn, method, target, token string, body
 		t.Fatalf("%s %s: decoding %s: %v", method, target, env.Data, err)
 	}
 	return v, env
-}
-
-type sendData struct {
-	SubmissionState string `json:"submission_state"`
-	ResourceID      string `json:"resource_id"`
-	ThreadID        string `json:"thread_id"`
-	CommittedAt     string `json:"committed_at"`
-	VisibleSeq      string `json:"visible_seq"`
-}
-
-type feedItem struct {
-	ItemID       string          `json:"item_id"`
-	VisibleSeq   string          `json:"visible_seq"`
-	ItemType     string          `json:"item_type"`
-	ResourceID   string          `json:"resource_id"`
-	ProducerID   string          `json:"producer_id"`
-	RecipientIDs []string        `json:"recipient_ids"`
-	ThreadID     *string         `json:"thread_id"`
-	Data         json.RawMessage `json:"data"`
-}
-
-type pageData struct {
-	Items            []feedItem `json:"items"`
-	NextCursor       string     `json:"next_cursor"`
-	HasMore          bool       `json:"has_more"`
-	CheckpointCursor *string    `json:"checkpoint_cursor"`
-}
-
-type ackData struct {
-	Receipts []struct {
-		ItemID  string `json:"item_id"`
-		Stage   string `json:"stage"`
-		Changed bool   `json:"changed"`
-	} `json:"receipts"`
-	CheckpointCursor *string `json:"checkpoint_cursor"`
-}
-
-type messageData struct {
-	MessageID string  `json:"message_id"`
-	ThreadID  string  `json:"thread_id"`
-	InReplyTo *string `json:"in_reply_to"`
-	Body      struct {
-		Text string `json:"text"`
-	} `json:"body"`
 }
 
 type party struct{ actor, consumer, token string }
@@ -384,11 +330,7 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	}
 
 	// Control plane through the admin function.
-	type spaceData struct {
-		SpaceID            string `json:"space_id"`
-		DefaultRecipientID string `json:"default_recipient_id"`
-	}
-	sp, _ := okData[spaceData](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "loop"})
+	sp, _ := okData[wire.Space](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "loop"})
 	n := 0
 	rid := func(p string) string { n++; return fmt.Sprintf("%s-%d", p, n) }
 	scopes := []string{"message.send", "message.read", "receipt.write"}
@@ -405,11 +347,11 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	// A sends while B is offline; a retry with the same request_id returns the same result.
 	sendBody := map[string]any{"request_id": "req_report_001", "recipient_ids": []string{b.actor}, "kind": "result",
 		"subject": "研究资料已整理", "body": map[string]any{"text": "已整理三个方案，附件包含完整资料。"}}
-	sent, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, sendBody)
+	sent, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, sendBody)
 	if sent.VisibleSeq != "1" || sent.SubmissionState != "committed" {
 		t.Fatalf("send: %+v", sent)
 	}
-	if again, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, sendBody); again != sent {
+	if again, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, sendBody); again != sent {
 		t.Fatalf("retry: %+v, first %+v", again, sent)
 	}
 	st, _ := okData[struct {
@@ -420,8 +362,8 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	}
 
 	// B reads later from a null cursor, saves the message, acks received with the checkpoint.
-	read := func(p party, cursor *string) pageData {
-		pg, _ := okData[pageData](t, mailbox, "POST", "/v0/inbox/read", p.token, map[string]any{"consumer_id": p.consumer, "cursor": cursor, "limit": 50})
+	read := func(p party, cursor *string) wire.Page {
+		pg, _ := okData[wire.Page](t, mailbox, "POST", "/v0/inbox/read", p.token, map[string]any{"consumer_id": p.consumer, "cursor": cursor, "limit": 50})
 		return pg
 	}
 	page := read(b, nil)
@@ -429,12 +371,12 @@ func TestLambdaAsyncLoop(t *testing.T) {
 		t.Fatalf("B's first page: %+v", page)
 	}
 	msgItem := page.Items[0]
-	msg, _ := okData[messageData](t, mailbox, "GET", "/v0/messages/"+sent.ResourceID, b.token, nil)
+	msg, _ := okData[wire.Message](t, mailbox, "GET", "/v0/messages/"+sent.ResourceID, b.token, nil)
 	if msg.Body.Text != "已整理三个方案，附件包含完整资料。" || msg.ThreadID != sent.ThreadID {
 		t.Fatalf("message.get: %+v", msg)
 	}
-	ack := func(p party, id string, entries []map[string]string, cp *string) ackData {
-		ad, _ := okData[ackData](t, mailbox, "POST", "/v0/inbox/ack", p.token, map[string]any{"request_id": id, "consumer_id": p.consumer,
+	ack := func(p party, id string, entries []map[string]string, cp *string) wire.Ack {
+		ad, _ := okData[wire.Ack](t, mailbox, "POST", "/v0/inbox/ack", p.token, map[string]any{"request_id": id, "consumer_id": p.consumer,
 			"items": entries, "checkpoint_cursor": cp})
 		return ad
 	}
@@ -448,7 +390,7 @@ func TestLambdaAsyncLoop(t *testing.T) {
 
 	// B replies (in_reply_to, explicit recipient, thread inherited) with a body large enough to go to S3.
 	long := strings.Repeat("收到，方案二最合适。", 60) // > WAYPOST_INLINE_BODY_MAX=512 bytes
-	reply, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", b.token, map[string]any{"request_id": "req_reply_001",
+	reply, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", b.token, map[string]any{"request_id": "req_reply_001",
 		"recipient_ids": []string{a.actor}, "in_reply_to": sent.ResourceID, "kind": "answer", "subject": "Re", "body": map[string]any{"text": long}})
 	if reply.ThreadID != sent.ThreadID || reply.VisibleSeq != "3" {
 		t.Fatalf("reply: %+v", reply)
@@ -460,7 +402,7 @@ func TestLambdaAsyncLoop(t *testing.T) {
 		aPage.Items[1].ItemType != "message" || aPage.Items[1].ResourceID != reply.ResourceID || !slices.Equal(aPage.Items[1].RecipientIDs, []string{a.actor}) {
 		t.Fatalf("A's inbox: %+v", aPage.Items)
 	}
-	rm, _ := okData[messageData](t, mailbox, "GET", "/v0/messages/"+reply.ResourceID, a.token, nil)
+	rm, _ := okData[wire.Message](t, mailbox, "GET", "/v0/messages/"+reply.ResourceID, a.token, nil)
 	if rm.Body.Text != long || rm.InReplyTo == nil || *rm.InReplyTo != sent.ResourceID {
 		t.Fatalf("reply as read by A: in_reply_to %v, %d bytes of body", rm.InReplyTo, len(rm.Body.Text))
 	}

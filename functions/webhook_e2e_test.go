@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/store/sqsqueue"
@@ -188,31 +189,6 @@ func dispatch(t *testing.T, dispatcher *lambdaFn, ev events.DynamoDBEvent) {
 	}
 }
 
-// cloudEvent is the structured CloudEvent a delivery carries.
-type cloudEvent struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Source          string          `json:"source"`
-	Type            string          `json:"type"`
-	Subject         string          `json:"subject"`
-	Time            string          `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	Data            json.RawMessage `json:"data"`
-}
-
-type deliveryData struct {
-	DeliveryID    string `json:"delivery_id"`
-	EventID       string `json:"event_id"`
-	State         string `json:"state"`
-	Attempts      int    `json:"attempts"`
-	FailureReason string `json:"failure_reason"`
-	AttemptsLog   []struct {
-		AttemptID  string `json:"attempt_id"`
-		StatusCode int    `json:"status_code"`
-		Outcome    string `json:"outcome"`
-	} `json:"attempts_log"`
-}
-
 // TestLambdaWebhookDelivery runs the AWS webhook path through the real bootstrap binaries of the admin,
 // mailbox, dispatcher and deliverer functions, each under its own aws-lambda-rie (invoked one at a time),
 // with DynamoDB = minidyn served on loopback by this process, S3 = versitygw and SQS = goaws v0.5.4.
@@ -238,11 +214,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	admin, mailbox, dispatcher, deliverer := fn["admin"], fn["mailbox"], fn["dispatcher"], fn["deliverer"]
 
 	// Control plane: a space, A (sender) and B (subscriber with an inbox consumer).
-	type spaceData struct {
-		SpaceID   string `json:"space_id"`
-		SourceURI string `json:"source_uri"`
-	}
-	sp, _ := okData[spaceData](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "hooks"})
+	sp, _ := okData[wire.Space](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": "space-1", "display_name": "hooks"})
 	if !strings.HasPrefix(sp.SourceURI, "urn:uuid:") {
 		t.Fatalf("space: %+v", sp)
 	}
@@ -266,22 +238,22 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	}
 	stream := e.ddb.Stream(t, e.table) // from here on, every write reaches the dispatcher
 
-	send := func(text string) sendData {
+	send := func(text string) wire.Send {
 		t.Helper()
-		s, _ := okData[sendData](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": rid("send"),
+		s, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": rid("send"),
 			"recipient_ids": []string{b.actor}, "kind": "result", "subject": "s", "body": map[string]any{"text": text}})
 		return s
 	}
-	itemOf := func(s sendData) feedItem {
+	itemOf := func(s wire.Send) wire.FeedItem {
 		t.Helper()
-		pg, _ := okData[pageData](t, mailbox, "POST", "/v0/inbox/read", b.token, map[string]any{"consumer_id": b.consumer, "cursor": nil, "limit": 50})
+		pg, _ := okData[wire.Page](t, mailbox, "POST", "/v0/inbox/read", b.token, map[string]any{"consumer_id": b.consumer, "cursor": nil, "limit": 50})
 		for _, it := range pg.Items {
 			if it.ResourceID == s.ResourceID {
 				return it
 			}
 		}
 		t.Fatalf("message %s not in B's inbox: %+v", s.ResourceID, pg.Items)
-		return feedItem{}
+		return wire.FeedItem{}
 	}
 
 	// 1. A message commits; its stream records go to the dispatcher, which queues one wake-up.
@@ -315,7 +287,7 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 	if len(got) != 1 || got[0].id != item.ItemID || got[0].contentType != "application/cloudevents+json" {
 		t.Fatalf("receiver got %+v, want one event %s", got, item.ItemID)
 	}
-	var ce cloudEvent
+	var ce wire.CloudEvent
 	if err := json.Unmarshal(got[0].body, &ce); err != nil {
 		t.Fatal(err)
 	}
@@ -368,10 +340,10 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 		t.Fatalf("receiver got %+v", got)
 	}
 	pending, _ := okData[struct {
-		Deliveries []deliveryData `json:"deliveries"`
+		Deliveries []wire.Delivery `json:"deliveries"`
 	}](t, admin, "GET", "/admin/v0/spaces/"+sp.SpaceID+"/deliveries?state=pending", adminSecret, nil)
 	if len(pending.Deliveries) != 1 || pending.Deliveries[0].EventID != secondItem.ItemID || pending.Deliveries[0].Attempts != 1 ||
-		len(pending.Deliveries[0].AttemptsLog) != 1 || pending.Deliveries[0].AttemptsLog[0].StatusCode != 500 {
+		len(pending.Deliveries[0].Log) != 1 || pending.Deliveries[0].Log[0].StatusCode != 500 {
 		t.Fatalf("pending deliveries: %+v", pending)
 	}
 	if msgs == nil {
@@ -396,22 +368,22 @@ func TestLambdaWebhookDelivery(t *testing.T) {
 		t.Fatalf("a given-up delivery was queued again: %v", s)
 	}
 	failedList, _ := okData[struct {
-		Deliveries []deliveryData `json:"deliveries"`
+		Deliveries []wire.Delivery `json:"deliveries"`
 	}](t, admin, "GET", "/admin/v0/spaces/"+sp.SpaceID+"/deliveries?state=failed", adminSecret, nil)
 	secondRef, err := sqsqueue.DecodeMessage(msgs[0].Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(failedList.Deliveries) != 1 || failedList.Deliveries[0].DeliveryID != secondRef.DeliveryID ||
-		failedList.Deliveries[0].Attempts != 2 || failedList.Deliveries[0].AttemptsLog[1].StatusCode != 410 ||
-		failedList.Deliveries[0].AttemptsLog[0].AttemptID == failedList.Deliveries[0].AttemptsLog[1].AttemptID {
+		failedList.Deliveries[0].Attempts != 2 || failedList.Deliveries[0].Log[1].StatusCode != 410 ||
+		failedList.Deliveries[0].Log[0].AttemptID == failedList.Deliveries[0].Log[1].AttemptID {
 		t.Fatalf("failed deliveries: %+v", failedList)
 	}
 
 	// 5. An operator redelivers through the admin function, whose delivery queue wakes the deliverer; the
 	// receiver is back and gets the same event (same webhook-id), signed anew.
 	recv.status.Store(http.StatusOK)
-	okData[deliveryData](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/deliveries/"+failedList.Deliveries[0].DeliveryID+"/redeliver",
+	okData[wire.Delivery](t, admin, "POST", "/admin/v0/spaces/"+sp.SpaceID+"/deliveries/"+failedList.Deliveries[0].DeliveryID+"/redeliver",
 		adminSecret, map[string]any{"request_id": "redeliver-1"})
 	if s := sends.Take(); len(s) != 1 || s[0]["MessageBody"] != msgs[0].Body {
 		t.Fatalf("the admin function's SendMessage calls: %v", s)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/waypost/waypost/channel/chanclient"
 	"github.com/waypost/waypost/channel/livefeed"
+	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/functions/channelhost"
 	"github.com/waypost/waypost/functions/channelhost/channelhosttest"
 	"github.com/waypost/waypost/functions/config"
@@ -91,17 +92,8 @@ func (w *world) lambda(t *testing.T, role string, channelURL string) http.Handle
 	return served.HTTP
 }
 
-type envelope struct {
-	OK        bool            `json:"ok"`
-	RequestID string          `json:"request_id"`
-	Data      json.RawMessage `json:"data"`
-	Error     *struct {
-		Code string `json:"code"`
-	} `json:"error"`
-}
-
 // do sends one request to h (a handler, or a base URL when h is a string) and decodes the envelope.
-func do(t *testing.T, h any, method, target, token string, body any) (int, envelope) {
+func do(t *testing.T, h any, method, target, token string, body any) (int, wire.Envelope) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -133,13 +125,13 @@ func do(t *testing.T, h any, method, target, token string, body any) (int, envel
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Errorf("%s %s: %v", method, target, err)
-			return 0, envelope{}
+			return 0, wire.Envelope{}
 		}
 		raw, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		status = resp.StatusCode
 	}
-	var env envelope
+	var env wire.Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		t.Errorf("%s %s: status %d, not an envelope: %s", method, target, status, raw)
 	}
@@ -287,7 +279,7 @@ func TestFeedWaitCutShort(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+reader.token)
 	rec := httptest.NewRecorder()
 	host.ServeHTTP(rec, req)
-	var env envelope
+	var env wire.Envelope
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != 503 || env.OK || env.Error.Code != "STORAGE_UNAVAILABLE" ||
 		rec.Header().Get("Retry-After") != "1" || env.RequestID == "" {
 		t.Fatalf("cut short: %d %v %s (%v)", rec.Code, rec.Header(), rec.Body, err)
