@@ -13,6 +13,7 @@ import (
 
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/testjson"
 )
 
 func rev(n int64) *int64 { return &n }
@@ -155,7 +156,7 @@ func TestMemoryManifestPublish(t *testing.T) {
 	for i := range 600 {
 		m.Items = append(m.Items, domain.MemoryItemInput{ItemID: fmt.Sprintf("it_%04d", i), BlobID: blob.BlobID, Path: fmt.Sprintf("dir/%04d.txt", i)})
 	}
-	raw := mustJSON(t, m)
+	raw := testjson.Marshal(t, m)
 	manifest := putBlob(t, w.writer, raw, "application/json")
 	inline := domain.MemoryPublishRequest{RequestID: "inline", ExpectedRevision: rev(0), Mode: domain.ModeSnapshot, Items: m.Items}
 	if _, err := w.writer.PublishMemory(ctx, w.collectionID, inline); !client.IsCode(err, domain.CodeResourceLimit, domain.CodeInvalidRequest, domain.CodePayloadTooLarge) {

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -85,13 +84,4 @@ func newRealWorld(t *testing.T, wrap func(http.Handler) http.Handler) *realWorld
 	w.writerToken, w.readToken = wt.Token, rt.Token
 	w.writer, w.reader = client.New(hs.URL, wt.Token), client.New(hs.URL, rt.Token)
 	return w
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
 }

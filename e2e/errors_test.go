@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/e2e/wire"
+	"github.com/waypost/waypost/internal/testjson"
 )
 
 // errCase is one row of TestErrorCodesOverHTTP: a request that must fail with code and leave no side
@@ -158,11 +159,11 @@ func TestErrorCodesOverHTTP(t *testing.T) {
 	}
 	// padded returns the send body for rid, padded with JSON whitespace to exactly n bytes.
 	padded := func(rid string, n int) raw {
-		b := mustJSON(t, msg(rid))
+		b := testjson.Marshal(t, msg(rid))
 		return raw(append(b[:len(b)-1:len(b)-1], append(bytes.Repeat([]byte(" "), n-len(b)), '}')...))
 	}
 	// A body.text that makes the whole request one byte over max_request_bytes.
-	tooBig := mustJSON(t, msg("e-too-large", "body", map[string]any{"text": strings.Repeat("x", 65536)}))
+	tooBig := testjson.Marshal(t, msg("e-too-large", "body", map[string]any{"text": strings.Repeat("x", 65536)}))
 
 	cases := []errCase{
 		// INVALID_REQUEST: strict JSON.
@@ -443,7 +444,7 @@ func sameBody(t *testing.T, r1 response, id1 string, r2 response, id2 string) {
 			t.Fatal(err)
 		}
 		delete(m, "request_id")
-		return strings.ReplaceAll(string(mustJSON(t, m)), id, "<ID>")
+		return strings.ReplaceAll(string(testjson.Marshal(t, m)), id, "<ID>")
 	}
 	if a, b := norm(r1, id1), norm(r2, id2); a != b || r1.Status != r2.Status {
 		t.Fatalf("NOT_FOUND bodies differ:\n %d %s\n %d %s", r1.Status, a, r2.Status, b)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/waypost/waypost/e2e/wire"
+	"github.com/waypost/waypost/internal/testjson"
 )
 
 // TestRFC16_1_AsyncLoop is RFC §16.1, the first asynchronous loop, over real HTTP: A sends to B while B is
@@ -95,7 +96,7 @@ func TestRFC16_1_AsyncLoop(t *testing.T) {
 		t.Fatalf("message.get by B: %+v", msg)
 	}
 	saved := filepath.Join(t.TempDir(), "page.json")
-	if err := os.WriteFile(saved, mustJSON(t, map[string]any{"page": page, "bodies": map[string]string{msg.MessageID: msg.Body.Text}}), 0o600); err != nil {
+	if err := os.WriteFile(saved, testjson.Marshal(t, map[string]any{"page": page, "bodies": map[string]string{msg.MessageID: msg.Body.Text}}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ackRes := ack(t, s, b, "ack_001", []map[string]string{{"item_id": msgItem.ItemID, "stage": "received"}}, &page.NextCursor)
@@ -210,7 +211,7 @@ func TestRFC16_4_IndependentConsumers(t *testing.T) {
 	// Consumer 2 (same actor) starts from its own beginning, with no checkpoint, and gets the identical item.
 	p2 := read(t, s, install2, nil, 50)
 	if len(p2.Items) != 1 || !bytes.Equal(p2.Items[0], p1.Items[0]) {
-		t.Fatalf("consumer 2 page %s, consumer 1 got %s", mustJSON(t, p2.Items), p1.Items[0])
+		t.Fatalf("consumer 2 page %s, consumer 1 got %s", testjson.Marshal(t, p2.Items), p1.Items[0])
 	}
 	if p2.CheckpointCursor != nil {
 		t.Fatalf("consumer 2 sees a checkpoint %q it never stored", *p2.CheckpointCursor)
@@ -231,7 +232,7 @@ func TestRFC16_4_IndependentConsumers(t *testing.T) {
 	// The other recipient's consumer reads the identical item too.
 	p3 := read(t, s, other, nil, 50)
 	if len(p3.Items) != 1 || !bytes.Equal(p3.Items[0], p1.Items[0]) {
-		t.Fatalf("other recipient page %s", mustJSON(t, p3.Items))
+		t.Fatalf("other recipient page %s", testjson.Marshal(t, p3.Items))
 	}
 
 	// The producer sees one receipt per consumer advance, each naming its consumer and stage.
@@ -261,22 +262,13 @@ func checkData(t testing.TB, what string, raw json.RawMessage, want map[string]a
 	for k, v := range want {
 		g, present := got[k]
 		if !present || !jsonEqual(t, g, v) {
-			t.Fatalf("%s data %s: field %s must be %s", what, raw, k, mustJSON(t, v))
+			t.Fatalf("%s data %s: field %s must be %s", what, raw, k, testjson.Marshal(t, v))
 		}
 	}
-}
-
-func mustJSON(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // jsonEqual compares two values by their JSON form (maps marshal with sorted keys).
 func jsonEqual(t testing.TB, a, b any) bool {
 	t.Helper()
-	return bytes.Equal(mustJSON(t, a), mustJSON(t, b))
+	return bytes.Equal(testjson.Marshal(t, a), testjson.Marshal(t, b))
 }

@@ -1,9 +1,10 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/waypost/waypost/internal/testjson"
 )
 
 // TestJSONRoutesRequireJSONContentType: a JSON route answers INVALID_REQUEST naming application/json to a
@@ -26,7 +27,7 @@ func TestJSONRoutesRequireJSONContentType(t *testing.T) {
 		{"POST", "/admin/v0/spaces", m1AdminSecret, map[string]any{"request_id": "ct-3"}},
 		{"POST", "/v0/collections/" + w.coll + "/revisions", w.aTok, map[string]any{"request_id": "ct-4", "mode": "delta", "expected_revision": 0, "items": []any{}}},
 	} {
-		raw := []byte(mustJSON(t, tc.body))
+		raw := testjson.Marshal(t, tc.body)
 		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/jsonx", "", "multipart/form-data; boundary=x"} {
 			h := map[string]string{}
 			if ct != "" {
@@ -39,7 +40,7 @@ func TestJSONRoutesRequireJSONContentType(t *testing.T) {
 		}
 	}
 	// Nothing was sent: the same request_id with the right type commits a fresh message.
-	m.ok("send", m.do("POST", "/v0/messages", w.aTok, []byte(mustJSON(t, send("ct-1"))),
+	m.ok("send", m.do("POST", "/v0/messages", w.aTok, testjson.Marshal(t, send("ct-1")),
 		map[string]string{"Content-Type": "application/json; charset=utf-8"}), "message.send.response")
 	page := m1Decode[map[string]any](t, m.call("POST", "/v0/inbox/read", w.bTok, map[string]any{"consumer_id": w.bConsumer}, "inbox.read.response"))
 	if n := len(page["items"].([]any)); n != 1 {
@@ -91,15 +92,6 @@ func TestBlobDownloadHeaders(t *testing.T) {
 			t.Errorf("%s (filename %q): Content-Disposition %q, want %q", tc.contentType, tc.filename, got, tc.disposition)
 		}
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestRateLimitOverHTTP: describe publishes the credential's rate limits; the owner sets them with PATCH

@@ -1,7 +1,6 @@
 package domaintest_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
+	"github.com/waypost/waypost/internal/testjson"
 	"github.com/waypost/waypost/webhook/sender"
 )
 
@@ -306,7 +306,7 @@ func TestSubscriptionReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := h.upsert(t, b.P, req)
-	if a, f := mustJSON(t, again), mustJSON(t, first); a != f || h.fake.VerifyCount(url) != 2 {
+	if a, f := string(testjson.Marshal(t, again)), string(testjson.Marshal(t, first)); a != f || h.fake.VerifyCount(url) != 2 {
 		t.Fatalf("replay %s\nfirst  %s\n%d challenges", a, f, h.fake.VerifyCount(url))
 	}
 	changed := req
@@ -316,15 +316,6 @@ func TestSubscriptionReplay(t *testing.T) {
 	if l := h.list(t, b.P); len(l) != 1 || l[0].State != domain.SubscriptionStopped {
 		t.Fatalf("a replay changed the subscription: %+v", l)
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestSubscriptionValidation: malformed upserts are INVALID_REQUEST with no challenge and no subscription;
@@ -427,7 +418,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	if n := len(h.fake.Deliveries(url)); n != 2 || !h.fake.Deliveries(url)[1].Result.Delivered {
 		t.Fatalf("%d attempts", n)
 	}
-	text := mustJSON(t, out) + "\n" + h.logs.String()
+	text := string(testjson.Marshal(t, out)) + "\n" + h.logs.String()
 	if !strings.Contains(h.logs.String(), "webhook delivery attempt") {
 		t.Fatal("no delivery attempt was logged: the log check proves nothing")
 	}

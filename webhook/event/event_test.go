@@ -10,6 +10,7 @@ import (
 	ce "github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/testjson"
 	"github.com/waypost/waypost/webhook/event"
 )
 
@@ -17,36 +18,27 @@ const source = "urn:uuid:7fdd711b-6779-4cb8-8108-8e3df90aed95"
 
 var committed = time.Date(2026, 10, 11, 10, 0, 0, 0, time.UTC)
 
-func mustJSON(t *testing.T, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func ptr[T any](v T) *T { return &v }
 
 func messageItem(t *testing.T) domain.FeedItem {
 	return domain.FeedItem{ItemID: "feed_001", SpaceID: "sp_1", VisibleSeq: "1", ItemType: domain.ItemMessage,
 		ResourceID: "msg_001", ResourceVersion: 1, ProducerID: "act_a", RecipientIDs: []string{"act_b"},
 		ThreadID: ptr("thread_001"), CommittedAt: committed,
-		Data: mustJSON(t, domain.MessageItemData{MessageID: "msg_001", Kind: "note", Subject: "TOP SECRET SUBJECT", AttachmentCount: 2})}
+		Data: testjson.Marshal(t, domain.MessageItemData{MessageID: "msg_001", Kind: "note", Subject: "TOP SECRET SUBJECT", AttachmentCount: 2})}
 }
 
 func memoryItem(t *testing.T) domain.FeedItem {
 	return domain.FeedItem{ItemID: "it_2_ab", SpaceID: "sp_1", VisibleSeq: "42", ItemType: domain.ItemMemoryRevision,
 		ResourceID: "col_x", ResourceVersion: 7, ProducerID: "act_a", RecipientIDs: []string{},
 		CommittedAt: time.Date(2026, 10, 11, 10, 0, 1, 500_000_000, time.FixedZone("CEST", 2*3600)),
-		Data:        mustJSON(t, domain.MemoryRevisionItemData{CollectionID: "col_x", SourceActorID: "act_a", Revision: 7, Mode: "delta", Upserted: 3, Deleted: 1})}
+		Data:        testjson.Marshal(t, domain.MemoryRevisionItemData{CollectionID: "col_x", SourceActorID: "act_a", Revision: 7, Mode: "delta", Upserted: 3, Deleted: 1})}
 }
 
 func receiptItem(t *testing.T) domain.FeedItem {
 	return domain.FeedItem{ItemID: "it_3_cd", SpaceID: "sp_1", VisibleSeq: "9007199254740991", ItemType: domain.ItemReceipt,
 		ResourceID: "rcpt_1", ResourceVersion: 2, ProducerID: "act_b", RecipientIDs: []string{"act_a"},
 		ThreadID: ptr("thread_001"), CommittedAt: committed,
-		Data: mustJSON(t, domain.ReceiptItemData{ConsumerID: "con_b", AckedItemID: "feed_001", ResourceID: "msg_001",
+		Data: testjson.Marshal(t, domain.ReceiptItemData{ConsumerID: "con_b", AckedItemID: "feed_001", ResourceID: "msg_001",
 			Stage: domain.StageProcessed, ReceiptVersion: 2})}
 }
 
