@@ -110,14 +110,16 @@ func newPropFixture(t testing.TB, nb NewBackend) *Fixture {
 	return New(t, nb, func(c *domain.Config) { c.InlineBodyMax = propInlineBodyMax })
 }
 
-// fixtures returns the fixture of each check of a property: the property's one fixture, on which each check
-// makes fresh spaces, or with BackendPerCheck a new fixture on a fresh backend, released when the check ends.
-func (c propConfig) fixtures(t *testing.T, nb NewBackend) func(rt *rapid.T) *Fixture {
-	if c.perCheck {
-		return func(rt *rapid.T) *Fixture { return newPropFixture(mxRapidTB{TB: t, rt: rt}, nb) }
+// check runs a property's checks under rapid.Check, each with its fixture: the property's one fixture, on
+// which each check makes fresh spaces, or with BackendPerCheck a new fixture on a fresh backend, released when
+// the check ends.
+func (c propConfig) check(t *testing.T, nb NewBackend, body func(rt *rapid.T, f *Fixture)) {
+	fixture := func(rt *rapid.T) *Fixture { return newPropFixture(mxRapidTB{TB: t, rt: rt}, nb) }
+	if !c.perCheck {
+		f := newPropFixture(t, nb)
+		fixture = func(*rapid.T) *Fixture { return f }
 	}
-	f := newPropFixture(t, nb)
-	return func(*rapid.T) *Fixture { return f }
+	rapid.Check(t, func(rt *rapid.T) { body(rt, fixture(rt)) })
 }
 
 // longBody pads text so that the body goes through the blob store.

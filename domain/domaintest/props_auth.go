@@ -26,9 +26,7 @@ import (
 //     (UNAUTHENTICATED); the idempotency key does not include the token, so after a token revocation a new
 //     token of the same actor replays the same result.
 func propP09(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		c := f.With(rt)
 		ctx := context.Background()
 		space := c.Space()

@@ -28,9 +28,7 @@ import (
 //     (received → processed, receipt_version 1, 2) up to the strongest stage any ack asked for.
 func propP18(t *testing.T, nb NewBackend, cfg propConfig) {
 	plan := &faulty.Random{}
-	fixture := cfg.fixtures(t, withRandomFaults(nb, plan))
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, withRandomFaults(nb, plan), func(rt *rapid.T, f *Fixture) {
 		plan.Stop()
 		c := f.With(rt)
 		ctx := context.Background()

@@ -27,9 +27,7 @@ import (
 // later with a lower number.
 func propP05(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	fixture := cfg.fixtures(t, Faulty(nb, nil, &blobs))
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, Faulty(nb, nil, &blobs), func(rt *rapid.T, f *Fixture) {
 		c := f.With(rt)
 		ctx := context.Background()
 		sp := c.Space().SpaceID

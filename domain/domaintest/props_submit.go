@@ -46,9 +46,7 @@ func drawSendRequest(t *rapid.T, c *Client, recipients []string) domain.SendRequ
 // whose retry gets the result), when it is replayed later (after other commits and with the clock moved),
 // and through status — and there is exactly one feed item per request, at that visible_seq.
 func propP01(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		c := f.With(rt)
 		ctx := context.Background()
 		sp := c.Space().SpaceID
@@ -330,9 +328,7 @@ func mMutate(t *rapid.T, req domain.SendRequest, md mMetadata, defaultRcpt strin
 // changes no receipt.
 func propP02(t *testing.T, nb NewBackend, cfg propConfig) {
 	var blobs *faulty.BlobStore
-	fixture := cfg.fixtures(t, Faulty(nb, nil, &blobs))
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, Faulty(nb, nil, &blobs), func(rt *rapid.T, f *Fixture) {
 		c := f.With(rt)
 		ctx := context.Background()
 		space := c.Space()

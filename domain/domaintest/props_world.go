@@ -54,9 +54,7 @@ func (w *mWorld) snapshot(c *mConsumer) consumerSnapshot {
 // checkpoints: before and after every read or ack of one, everything the other can observe is the same,
 // and acking an item processed by one leaves the other's stage for that item where it was.
 func propP06(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		w := newWorld(rt, f)
 		sp := w.newSpace(3, nil)
 		producer, x := sp.actors[1], sp.actors[2]
@@ -117,9 +115,7 @@ func propP06(t *testing.T, nb NewBackend, cfg propConfig) {
 // stage and receipt_version, to the producer of the acked item only, on the acked item's thread), and
 // acking a receipt item publishes nothing. The model compares every answer and the whole feed after each.
 func propP07(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		w := newWorld(rt, f)
 		sp := w.newSpace(3, nil)
 		p1, p2, x := sp.actors[1], sp.actors[2], sp.actors[3]
@@ -185,9 +181,7 @@ func (sp *mSpace) itemByID(id string) *mItem {
 // starts without a checkpoint; a grant change selects another checkpoint (and returning to the old rights
 // finds the old one); a token rotation changes nothing.
 func propP08(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		w := newWorld(rt, f)
 		sp := w.newSpace(2, nil)
 		p, x := sp.actors[1], sp.actors[2]
@@ -314,9 +308,7 @@ func tamper(t *rapid.T, s string, other string) string {
 // CURSOR_SCOPE_CHANGED, as is one from before a view change or a grant change or from a token with other
 // scopes; a token rotation keeps cursors valid.
 func propP14(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		w := newWorld(rt, f)
 		sp := w.newSpace(2, nil)
 		sp2 := w.newSpace(1, nil)
@@ -468,10 +460,8 @@ func (w *mWorld) reuse(c *mConsumer, old *mCursor) {
 // exactly for the producer, recipients with message.read and observers, and for anyone else (another space
 // included) NOT_FOUND exactly as for an absent message.
 func propP16(t *testing.T, nb NewBackend, cfg propConfig) {
-	fixture := cfg.fixtures(t, nb)
 	scopePool := []domain.Scope{domain.ScopeMessageSend, domain.ScopeMessageRead, domain.ScopeReceiptWrite, domain.ScopeSpaceObserve}
-	rapid.Check(t, func(rt *rapid.T) {
-		f := fixture(rt)
+	cfg.check(t, nb, func(rt *rapid.T, f *Fixture) {
 		w := newWorld(rt, f)
 		for range 2 {
 			n := rapid.IntRange(2, 3).Draw(rt, "actors")
