@@ -25,10 +25,7 @@ const EmptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // RunBlobStore runs the port.BlobStore contract against the stores newStore returns (a fresh, empty one per
 // subtest).
 func RunBlobStore(t *testing.T, newStore func(t *testing.T) port.BlobStore) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, port.BlobStore)
-	}{
+	runContract(t, newStore, []contractCheck[port.BlobStore]{
 		{"RoundTrip", testBlobRoundTrip},
 		{"Empty", testBlobEmpty},
 		{"Absent", testBlobAbsent},
@@ -41,10 +38,7 @@ func RunBlobStore(t *testing.T, newStore func(t *testing.T) port.BlobStore) {
 		{"ContextCancelled", testBlobContextCancelled},
 		{"KeysAreDistinct", testBlobKeysDistinct},
 		{"LargeStreaming", testBlobLarge},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
-	}
+	})
 }
 
 func digest(b []byte) string {

@@ -11,6 +11,19 @@ import (
 	"github.com/waypost/waypost/domain/port"
 )
 
+// contractCheck is one named check of a store contract.
+type contractCheck[S any] struct {
+	name string
+	fn   func(*testing.T, S)
+}
+
+// runContract runs each check as a subtest on a fresh, empty store from newStore.
+func runContract[S any](t *testing.T, newStore func(t *testing.T) S, checks []contractCheck[S]) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+	}
+}
+
 // ops returns a Build function that ignores its argument and returns ops.
 func ops(o ...port.Op) func(uint64) ([]port.Op, error) {
 	return func(uint64) ([]port.Op, error) { return o, nil }

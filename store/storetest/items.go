@@ -16,10 +16,7 @@ import (
 // RunItemStore runs the port.ItemStore contract against the stores newStore returns (a fresh, empty one per
 // subtest).
 func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, port.ItemStore)
-	}{
+	runContract(t, newStore, []contractCheck[port.ItemStore]{
 		{"GetAbsent", testGetAbsent},
 		{"PutGet", testPutGet},
 		{"PutReplaces", testPutReplaces},
@@ -59,10 +56,7 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 		{"DeepCopies", testDeepCopies},
 		{"ContextCancelled", testContextCancelled},
 		{"Model", testModel},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
-	}
+	})
 }
 
 func testGetAbsent(t *testing.T, s port.ItemStore) {
