@@ -160,10 +160,7 @@ func TestIssue13_SourceSeesOwnRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-a", e.a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := e.collection("coll-a")
 	blob := e.uploadBlob(e.tokA, "b1", []byte("note"), "text/plain")
 	if r, status := e.http("POST", "/v0/collections/"+coll.CollectionID+"/revisions", e.tokA, map[string]any{"request_id": "p1",
 		"expected_revision": 0, "mode": "snapshot", "items": []any{map[string]any{"item_id": "n1", "blob_id": blob, "path": "n1.txt"}}}); status != 200 {
@@ -190,11 +187,7 @@ func TestIssue13_SourceSeesOwnRevisions(t *testing.T) {
 func TestIssue13_MemoryCursorKeepsParameters(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx := context.Background()
-	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-t", e.a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := e.collection("coll-t")
 	blob := e.uploadBlob(e.tokA, "b1", []byte("x"), "text/plain")
 	items := []any{}
 	for _, id := range []string{"a", "b", "c"} {
@@ -238,10 +231,7 @@ func TestIssue13_BlobReadableFromOldRevisions(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-old", e.a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := e.collection("coll-old")
 	if _, err := e.svc.CreateGrant(ctx, e.space.SpaceID, domain.CreateGrantRequest{RequestID: "g", ActorID: e.b, Permission: domain.PermMemoryRead, CollectionID: coll.CollectionID}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +277,6 @@ func TestIssue13_BlobReadableFromOldRevisions(t *testing.T) {
 func TestIssue13_LimitsAnswerResourceLimit(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ctx := context.Background()
 	s := e.session(e.tokB)
 	max := e.svc.Limits().FeedWaitMaxMS
 	h, status := e.http("GET", fmt.Sprintf("/v0/feed/wait?consumer_id=%s&timeout_ms=%d", e.cb, max+1), e.tokB, nil)
@@ -296,10 +285,7 @@ func TestIssue13_LimitsAnswerResourceLimit(t *testing.T) {
 		t.Fatalf("timeout_ms %d: HTTP %d %v; MCP %v", max+1, status, h, m)
 	}
 
-	coll, err := e.svc.CreateCollection(ctx, e.space.SpaceID, domainCollection("coll-big", e.a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := e.collection("coll-big")
 	var ids []string
 	for i := range e.svc.Limits().MemoryManifestChangesMax + 1 {
 		ids = append(ids, fmt.Sprintf("\"d%d\"", i))

@@ -136,10 +136,7 @@ func (e *env) everyToolCall(sa, sb *mcp.ClientSession) map[string]*mcp.CallToolR
 	call(sa, "waypost_blob_commit", map[string]any{"request_id": "every-commit-2", "upload_id": "upl_none"})
 	call(sa, "waypost_blob_get", map[string]any{"blob_id": prep["blob_id"]})
 	call(sa, "waypost_blob_get", map[string]any{"blob_id": "blb_none"})
-	coll, err := e.svc.CreateCollection(context.Background(), e.space.SpaceID, domainCollection("every-coll", e.a))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	coll := e.collection("every-coll")
 	call(sa, "waypost_memory_publish", map[string]any{"request_id": "every-pub", "collection_id": coll.CollectionID, "expected_revision": 0,
 		"mode": "snapshot", "items": []any{map[string]any{"item_id": "i1", "blob_id": prep["blob_id"], "path": "a.txt"}}})
 	call(sa, "waypost_memory_publish", map[string]any{"request_id": "every-pub-2", "collection_id": coll.CollectionID, "expected_revision": 0,
@@ -368,6 +365,13 @@ func jsonSame(t *testing.T, a, b []byte) bool {
 	return jsonEqual(x, y)
 }
 
-func domainCollection(rid, source string) domain.CreateCollectionRequest {
-	return domain.CreateCollectionRequest{RequestID: rid, SourceActorID: source, Scope: "test collection"}
+// collection creates a collection whose source is A, failing the test if it cannot.
+func (e *env) collection(rid string) domain.CollectionResult {
+	e.t.Helper()
+	coll, err := e.svc.CreateCollection(context.Background(), e.space.SpaceID,
+		domain.CreateCollectionRequest{RequestID: rid, SourceActorID: e.a, Scope: "test collection"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return coll
 }
