@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/internal/testjson"
+	"github.com/waypost/waypost/internal/testzip"
 )
 
 func rev(n int64) *int64 { return &n }
@@ -117,19 +116,9 @@ func TestMemoryPublishReadExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
-	if err != nil {
-		t.Fatalf("zip export: %v", err)
-	}
 	inZip := map[string]string{}
-	for _, f := range zr.File {
-		r, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(r)
-		r.Close()
-		inZip[f.Name] = string(b)
+	for name, b := range testzip.Entries(t, raw) {
+		inZip[name] = string(b)
 	}
 	if inZip["files/a.md"] != files["a.md"] || inZip["files/b/c.md"] != files["b/c.md"] || inZip["manifest.json"] == "" || len(inZip) != 4 {
 		t.Fatalf("zip entries: %v", inZip)

@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -21,6 +20,7 @@ import (
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/internal/platform"
+	"github.com/waypost/waypost/internal/testzip"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 	"github.com/waypost/waypost/store/s3blob"
@@ -395,29 +395,12 @@ func TestEmulatedStack(t *testing.T) {
 		if len(archive) <= 6_000_000 {
 			t.Fatalf("the export has %d bytes, not more than 6 MB", len(archive))
 		}
-		zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, f := range zr.File {
-			if f.Name != "files/data/big.bin" {
-				continue
-			}
-			r, err := f.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := sha256.New()
-			_, err = io.Copy(h, r)
-			r.Close()
-			if err != nil || !bytes.Equal(h.Sum(nil), sum[:]) {
-				t.Fatalf("files/data/big.bin in the export: %v", err)
-			}
-			found = true
-		}
+		big, found := testzip.Entries(t, archive)["files/data/big.bin"]
 		if !found {
 			t.Fatal("the export lacks files/data/big.bin")
+		}
+		if got := sha256.Sum256(big); got != sum {
+			t.Fatal("files/data/big.bin in the export has other bytes")
 		}
 		for _, c := range st.gw.Calls() {
 			if c.Target == "memory" && strings.HasSuffix(c.Path, "/export") && (c.Status != http.StatusFound || c.RespLen > 64<<10) {

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/waypost/waypost/internal/testzip"
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/server/servertest"
 )
@@ -458,26 +458,7 @@ func TestM1MemoryRoutes(t *testing.T) {
 		if z.status != 200 || z.header.Get("Content-Type") != "application/zip" {
 			t.Fatalf("zip export: %d %v %s", z.status, z.header, z.body)
 		}
-		zr, err := zip.NewReader(bytes.NewReader(z.body), int64(len(z.body)))
-		if err != nil {
-			t.Fatalf("zip export does not open: %v", err)
-		}
-		got := map[string][]byte{}
-		for _, f := range zr.File {
-			rc, err := f.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				t.Fatalf("zip entry %s: %v", f.Name, err)
-			}
-			if _, dup := got[f.Name]; dup {
-				t.Errorf("zip export has %s twice", f.Name)
-			}
-			got[f.Name] = b
-		}
+		got := testzip.Entries(t, z.body)
 		if err := m.reg.Validate("memory.export.response", got["manifest.json"]); err != nil {
 			t.Errorf("manifest.json: %v", err)
 		}
