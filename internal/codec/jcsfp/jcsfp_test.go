@@ -121,6 +121,18 @@ func TestAppendixBBits(t *testing.T) {
 	}
 }
 
+// wantCanonical checks that the canonical form of the JSON text in is want.
+func wantCanonical(t *testing.T, in, want string) {
+	t.Helper()
+	got, err := Canonical([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("Canonical =\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestCanonicalKeyOrder(t *testing.T) {
 	// RFC 8785 §3.2.3.
 	in := `{
@@ -135,13 +147,7 @@ func TestCanonicalKeyOrder(t *testing.T) {
 	want := "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\"," +
 		"\"\u00f6\":\"Latin Small Letter O With Diaeresis\",\"\u20ac\":\"Euro Sign\"," +
 		"\"\U0001F600\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"
-	got, err := Canonical([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("Canonical =\n%s\nwant\n%s", got, want)
-	}
+	wantCanonical(t, in, want)
 }
 
 func TestCanonicalSample(t *testing.T) {
@@ -153,13 +159,7 @@ func TestCanonicalSample(t *testing.T) {
 }`
 	want := `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],` +
 		`"string":"€$\u000f\nA'B\"\\\\\"/"}`
-	got, err := Canonical([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("Canonical =\n%s\nwant\n%s", got, want)
-	}
+	wantCanonical(t, in, want)
 }
 
 func TestCanonicalRejects(t *testing.T) {
