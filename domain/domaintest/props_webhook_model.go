@@ -759,12 +759,18 @@ func (m *whModel) wake() {
 	m.check("wake-ups")
 }
 
-// wakeConcurrently attempts every queued or due delivery twice at once.
-func (m *whModel) wakeConcurrently() {
+// due returns the deliveries the service finds due (at most 20).
+func (m *whModel) due() []port.DeliveryRef {
 	due, err := m.e.svc.DueDeliveries(context.Background(), 20)
 	if err != nil {
 		m.t.Fatalf("DueDeliveries: %v", err)
 	}
+	return due
+}
+
+// wakeConcurrently attempts every queued or due delivery twice at once.
+func (m *whModel) wakeConcurrently() {
+	due := m.due()
 	refs := append(m.e.queue.Take(), due...)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*len(refs))
@@ -803,10 +809,7 @@ func (m *whModel) staleWake() {
 
 // crashAttempt makes an attempt whose worker dies after the claim, while the request is in flight.
 func (m *whModel) crashAttempt() {
-	due, err := m.e.svc.DueDeliveries(context.Background(), 20)
-	if err != nil {
-		m.t.Fatalf("DueDeliveries: %v", err)
-	}
+	due := m.due()
 	if len(due) == 0 {
 		return
 	}
@@ -814,7 +817,7 @@ func (m *whModel) crashAttempt() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m.e.fake.CrashNext(cancel)
-	err = m.attempt(ctx, r)
+	err := m.attempt(ctx, r)
 	if pending := m.e.fake.CancelCrash(); !pending && err == nil {
 		m.t.Fatalf("an attempt cut short by its context reported success")
 	} else if pending && err != nil {
