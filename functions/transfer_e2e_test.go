@@ -138,15 +138,7 @@ func putBlob(ctx context.Context, t *testing.T, cl *client.Client, contentType s
 // store closed the connection before the body was sent (it may refuse before reading it).
 func rawPut(t *testing.T, prep domain.BlobPrepareResult, body []byte) int {
 	t.Helper()
-	req, err := http.NewRequest(prep.UploadMethod, prep.UploadURL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range prep.UploadHeaders {
-		if k != "Content-Length" {
-			req.Header.Set(k, v)
-		}
-	}
+	req := s3test.PresignedRequest(t, prep.UploadMethod, prep.UploadURL, prep.UploadHeaders, body)
 	req.Header.Set("Expect", "100-continue") // the store may answer before reading the body
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -13,21 +13,14 @@ import (
 
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/store/s3blob"
+	"github.com/waypost/waypost/store/s3blob/s3test"
 )
 
 // put sends body to a presigned request with its headers (Content-Length from the body unless length >= 0
 // overrides it) and returns the status and the S3 error code of the answer.
 func put(t *testing.T, req port.PresignedRequest, body []byte, length int64, drop ...string) (int, string) {
 	t.Helper()
-	r, err := http.NewRequest(req.Method, req.URL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range req.Headers {
-		if k != "Content-Length" {
-			r.Header.Set(k, v)
-		}
-	}
+	r := s3test.PresignedRequest(t, req.Method, req.URL, req.Headers, body)
 	for _, k := range drop {
 		r.Header.Del(k)
 	}
