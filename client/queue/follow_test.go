@@ -155,6 +155,17 @@ func waitFor(t *testing.T, c *collector, what string) {
 	}
 }
 
+// stopAndWant stops a Follow and checks that c was handed exactly it_from..it_to, each once, in order.
+func stopAndWant(t *testing.T, stop func() error, c *collector, from, to int) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	if got, want := c.list(), ids(from, to); !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v once each in order", got, want)
+	}
+}
+
 func TestFollowDeliversBacklogThenLiveItemsOnce(t *testing.T) {
 	api := newLive(5)
 	q, path := openTest(t, api, WithAckBatch(2))
@@ -166,12 +177,7 @@ func TestFollowDeliversBacklogThenLiveItemsOnce(t *testing.T) {
 	c.mu.Unlock()
 	api.add(3) // while Follow is parked in feed.wait
 	waitFor(t, c, "live items")
-	if err := stop(); err != nil {
-		t.Fatalf("Follow: %v", err)
-	}
-	if got := c.list(); !slices.Equal(got, ids(1, 8)) {
-		t.Fatalf("delivered %v, want it_1..it_8 once each in order", got)
-	}
+	stopAndWant(t, stop, c, 1, 8)
 	st, err := q.State()
 	if err != nil {
 		t.Fatal(err)
@@ -208,12 +214,7 @@ func TestFollowDeliversBacklogThenLiveItemsOnce(t *testing.T) {
 	stop = runFollow(t, q2, api, FollowOptions{Wait: 5 * time.Second}, c2.handle)
 	api.add(2)
 	waitFor(t, c2, "after restart")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if got := c2.list(); !slices.Equal(got, ids(9, 10)) {
-		t.Fatalf("after restart delivered %v, want it_9, it_10", got)
-	}
+	stopAndWant(t, stop, c2, 9, 10)
 }
 
 // TestFollowIgnoresWakeUpItems checks that items come only from the durable read: an item that only
@@ -226,12 +227,7 @@ func TestFollowIgnoresWakeUpItems(t *testing.T) {
 	stop := runFollow(t, q, api, FollowOptions{Wait: time.Second}, c.handle)
 	waitFor(t, c, "backlog")
 	time.Sleep(100 * time.Millisecond) // several bogus wake-ups
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.list(); !slices.Equal(got, ids(1, 2)) {
-		t.Fatalf("delivered %v", got)
-	}
+	stopAndWant(t, stop, c, 1, 2)
 }
 
 func TestFollowPollsWithoutFeedWait(t *testing.T) {
