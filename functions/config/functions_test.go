@@ -9,6 +9,7 @@ import (
 
 	"github.com/waypost/waypost/channel/chanservice"
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/functions/config/configtest"
 )
 
 // The table the CDK app is checked against, written out: a change to VarsFor must change this test too.
@@ -74,19 +75,6 @@ func TestVarsFor(t *testing.T) {
 	}
 }
 
-// values are valid settings of every variable that is not an ARN.
-func values() map[string]string {
-	return map[string]string{
-		config.EnvTable: "waypost", config.EnvBucket: "waypost-blobs", config.EnvBlobPrefix: "blobs/",
-		config.EnvAdminSecret: "wpa_admin-secret", config.EnvCursorKey: strings.Repeat("k", 32),
-		config.EnvInlineBodyMax: "1024", config.EnvLogLevel: "debug", config.EnvVersion: "1.2.3",
-		config.EnvDynamoDBEndpoint: "http://127.0.0.1:8000", config.EnvS3Endpoint: "http://127.0.0.1:7070",
-		config.EnvChannelURL: "http://channel.waypost.internal:8788", config.EnvChannelSecret: "wpc_channel-secret-0123",
-		config.EnvChannelAddr: "127.0.0.1:9000", config.EnvDeliveryQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/deliveries",
-		config.EnvSQSEndpoint: "http://127.0.0.1:9324", config.EnvWebhookAllowLoopback: "1",
-	}
-}
-
 // arnOf maps each secret variable to its ARN variant.
 func arnOf() map[string]string {
 	return map[string]string{
@@ -99,7 +87,7 @@ const arnPrefix = "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
 
 // envOf sets exactly names: each secret as a value, or (arns) as the ARN of a secret named after it.
 func envOf(names []string, arns bool) map[string]string {
-	v, secrets := values(), arnOf()
+	v, secrets := configtest.Values(), arnOf()
 	env := map[string]string{}
 	for _, n := range names {
 		if _, isSecret := secrets[n]; isSecret && arns {
@@ -135,7 +123,7 @@ func (r *recorder) lookup(name string) (string, bool) {
 func TestLoadForExactly(t *testing.T) {
 	secrets := func(_ context.Context, arn string) (string, error) {
 		name, _ := strings.CutPrefix(arn, arnPrefix)
-		if v, ok := values()[name]; ok {
+		if v, ok := configtest.Values()[name]; ok {
 			return v + "\n", nil
 		}
 		return "", fmt.Errorf("no secret %s", arn)
@@ -166,7 +154,7 @@ func TestLoadForExactly(t *testing.T) {
 			}
 		}
 		// Everything set: the variables of other functions are not even looked up.
-		all := values()
+		all := configtest.Values()
 		r := &recorder{env: all}
 		c, err := config.LoadFor(fn, r.lookup)
 		if err != nil {
@@ -229,7 +217,7 @@ func TestLoadForRequires(t *testing.T) {
 			t.Errorf("memory, %s: accepted", name)
 		}
 	}
-	if _, err := config.LoadFor("billing", lookup(values())); err == nil {
+	if _, err := config.LoadFor("billing", lookup(configtest.Values())); err == nil {
 		t.Fatal("LoadFor of an unknown function succeeded")
 	}
 }

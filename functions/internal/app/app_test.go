@@ -12,6 +12,7 @@ import (
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/functions/config"
+	"github.com/waypost/waypost/functions/config/configtest"
 	"github.com/waypost/waypost/functions/internal/app"
 	"github.com/waypost/waypost/functions/internal/roles"
 )
@@ -60,26 +61,13 @@ func TestBuildAdminSecret(t *testing.T) {
 	}
 }
 
-// every returns a valid value for every variable of config.Vars that is not an ARN.
-func every() map[string]string {
-	return map[string]string{
-		config.EnvTable: "waypost", config.EnvBucket: "waypost-blobs", config.EnvBlobPrefix: "blobs/",
-		config.EnvAdminSecret: "wpa_admin-secret-0123456789abcdefghijklmnopqrstuvwxyz", config.EnvCursorKey: strings.Repeat("k", 32),
-		config.EnvInlineBodyMax: "1024", config.EnvLogLevel: "debug", config.EnvVersion: "1.2.3",
-		config.EnvDynamoDBEndpoint: "http://127.0.0.1:1", config.EnvS3Endpoint: "http://127.0.0.1:1",
-		config.EnvChannelURL: "http://127.0.0.1:1", config.EnvChannelSecret: "wpc_channel-secret-0123",
-		config.EnvChannelAddr: "127.0.0.1:0", config.EnvDeliveryQueueURL: "https://sqs.example.test/q",
-		config.EnvSQSEndpoint: "http://127.0.0.1:1",
-	}
-}
-
 // Each role's cold start looks up exactly the variables config.VarsFor lists for it, even with every other
 // variable set; the HTTP roles build a handler, and only the MCP role serves /mcp.
 func TestInitReadsOnlyItsVariables(t *testing.T) {
 	offline(t)
 	for _, role := range []string{config.Mailbox, config.Memory, config.Blobs, config.Admin, config.MCP, config.Sweeper, config.Dispatcher, config.Deliverer} {
 		var read []string
-		env := lookupIn(every())
+		env := lookupIn(configtest.Values())
 		lookup := func(name string) (string, bool) {
 			read = append(read, name)
 			return env(name)
@@ -127,7 +115,7 @@ func TestInitReadsOnlyItsVariables(t *testing.T) {
 		// Only the admin role serves the control plane: elsewhere it is disabled, whatever the secret.
 		rec = httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/admin/v0/spaces/sp_x", nil)
-		req.Header.Set("Authorization", "Bearer wpa_admin-secret-0123456789abcdefghijklmnopqrstuvwxyz")
+		req.Header.Set("Authorization", "Bearer "+configtest.Values()[config.EnvAdminSecret])
 		f.Handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "disabled") {
 			t.Errorf("%s: /admin/v0 with the admin secret = %d %s", role, rec.Code, rec.Body)
@@ -139,17 +127,17 @@ func TestInitRejects(t *testing.T) {
 	offline(t)
 	var logs strings.Builder
 	// A configuration error is logged as a JSON line naming the variable.
-	env := every()
+	env := configtest.Values()
 	delete(env, config.EnvCursorKey)
 	if _, err := app.Init(context.Background(), roles.Specs()[config.Memory], lookupIn(env), &logs); err == nil ||
 		!strings.Contains(logs.String(), `"msg":"configuration"`) || !strings.Contains(logs.String(), config.EnvCursorKey) {
 		t.Fatalf("memory without a cursor key: %v\n%s", err, logs.String())
 	}
 	// A role functions/config does not know never starts; the dispatcher needs its queue.
-	if _, err := app.Init(context.Background(), app.Spec{Name: "billing"}, lookupIn(every()), &logs); err == nil {
+	if _, err := app.Init(context.Background(), app.Spec{Name: "billing"}, lookupIn(configtest.Values()), &logs); err == nil {
 		t.Fatal("an unknown role started")
 	}
-	noQueue := every()
+	noQueue := configtest.Values()
 	delete(noQueue, config.EnvDeliveryQueueURL)
 	if _, err := app.Init(context.Background(), roles.Specs()[config.Dispatcher], lookupIn(noQueue), &logs); err == nil {
 		t.Fatal("the dispatcher started without a delivery queue")
