@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"reflect"
 	"sync/atomic"
@@ -13,13 +14,41 @@ import (
 	"github.com/waypost/waypost/domain"
 )
 
+// reply answers one scripted call.
+type reply func(c call, w http.ResponseWriter)
+
 // sendScript answers POST /v0/messages and GET /v0/status from two lists of actions (one per call; the
 // last action repeats).
 type sendScript struct {
-	sends, statuses []func(c call, w http.ResponseWriter)
+	sends, statuses []reply
 }
 
-func pick(list []func(c call, w http.ResponseWriter), n int) func(c call, w http.ResponseWriter) {
+// failWith answers with an error envelope.
+func failWith(status int, requestID string, code domain.Code, message string) reply {
+	return func(c call, w http.ResponseWriter) { errEnvelope(w, status, requestID, code, message, nil) }
+}
+
+// dropped drops the connection without an answer.
+func dropped(t *testing.T) reply {
+	return func(c call, w http.ResponseWriter) { dropConnection(t, w) }
+}
+
+// sendStatus answers a status lookup of the send of sendReq: its submission state plus fields.
+func sendStatus(state string, fields map[string]any) reply {
+	data := map[string]any{"operation": "message.send", "request_id": "req-retry-1", "submission_state": state}
+	maps.Copy(data, fields)
+	return func(c call, w http.ResponseWriter) { okEnvelope(w, "rq_s", data) }
+}
+
+// sendWithRetry runs SendWithRetry of sendReq against s with fast retries and also returns the retries it
+// was notified of.
+func sendWithRetry(s *stub) (domain.SendResult, []int, error) {
+	var notified []int
+	res, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	return res, notified, err
+}
+
+func pick(list []reply, n int) reply {
 	if n >= len(list) {
 		n = len(list) - 1
 	}
@@ -59,18 +88,15 @@ func sendReq() domain.SendRequest {
 func TestSendWithRetryTransportFailureThenSuccessSameRequestID(t *testing.T) {
 	t.Parallel()
 	var sc sendScript
-	sc.sends = []func(call, http.ResponseWriter){
-		func(c call, w http.ResponseWriter) { dropConnection(t, w) },
+	sc.sends = []reply{
+		dropped(t),
 		func(c call, w http.ResponseWriter) { okEnvelope(w, c.Body["request_id"].(string), sendOK) },
 	}
-	sc.statuses = []func(call, http.ResponseWriter){
-		func(c call, w http.ResponseWriter) {
-			errEnvelope(w, 404, "rq_s", domain.CodeNotFound, "no submission", nil)
-		},
+	sc.statuses = []reply{
+		failWith(404, "rq_s", domain.CodeNotFound, "no submission"),
 	}
 	s, nSend, nStatus := runScript(t, sc)
-	var notified []int
-	res, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	res, notified, err := sendWithRetry(s)
 	if err != nil || res.ResourceID != "msg_1" || res.VisibleSeq != "4" {
 		t.Fatalf("SendWithRetry = %+v, %v", res, err)
 	}
@@ -100,14 +126,10 @@ func TestSendWithRetryTransportFailureThenSuccessSameRequestID(t *testing.T) {
 func TestSendWithRetryLostResponseRecoveredFromStatus(t *testing.T) {
 	t.Parallel()
 	s, nSend, nStatus := runScript(t, sendScript{
-		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1",
-				"submission_state": "committed", "resource_id": "msg_1", "result": sendOK})
-		}},
+		sends:    []reply{dropped(t)},
+		statuses: []reply{sendStatus("committed", map[string]any{"resource_id": "msg_1", "result": sendOK})},
 	})
-	var notified []int
-	res, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	res, notified, err := sendWithRetry(s)
 	if err != nil || res.ResourceID != "msg_1" || res.ThreadID != "thr_1" || res.SubmissionState != domain.StateCommitted {
 		t.Fatalf("SendWithRetry = %+v, %v", res, err)
 	}
@@ -119,16 +141,10 @@ func TestSendWithRetryLostResponseRecoveredFromStatus(t *testing.T) {
 func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
 	t.Parallel()
 	s, nSend, nStatus := runScript(t, sendScript{
-		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			errEnvelope(w, 503, "req-retry-1", domain.CodeStorageUnavailable, "storage is temporarily unavailable", nil)
-		}},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1",
-				"submission_state": "reserved", "resource_id": "msg_1"})
-		}},
+		sends:    []reply{failWith(503, "req-retry-1", domain.CodeStorageUnavailable, "storage is temporarily unavailable")},
+		statuses: []reply{sendStatus("reserved", map[string]any{"resource_id": "msg_1"})},
 	})
-	var notified []int
-	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	_, notified, err := sendWithRetry(s)
 	if !client.IsCode(err, domain.CodeStorageUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
@@ -142,13 +158,10 @@ func TestSendWithRetryAtMostTwoRetries(t *testing.T) {
 func wantRefusedAtOnce(t *testing.T, status int, code domain.Code, message string) {
 	t.Helper()
 	s, nSend, nStatus := runScript(t, sendScript{
-		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			errEnvelope(w, status, "req-retry-1", code, message, nil)
-		}},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
+		sends:    []reply{failWith(status, "req-retry-1", code, message)},
+		statuses: []reply{func(c call, w http.ResponseWriter) { t.Error("status must not be asked") }},
 	})
-	var notified []int
-	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	_, _, err := sendWithRetry(s)
 	if !client.IsCode(err, code) || nSend.Load() != 1 || nStatus.Load() != 0 {
 		t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
 	}
@@ -165,13 +178,10 @@ func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
 		t.Run(string(code), func(t *testing.T) {
 			// The first attempt's outcome is unknown; status then says the credential no longer works.
 			s, nSend, nStatus := runScript(t, sendScript{
-				sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
-				statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-					errEnvelope(w, code.HTTPStatus(), "rq_s", code, "credential problem", nil)
-				}},
+				sends:    []reply{dropped(t)},
+				statuses: []reply{failWith(code.HTTPStatus(), "rq_s", code, "credential problem")},
 			})
-			var notified []int
-			_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+			_, _, err := sendWithRetry(s)
 			if !client.IsCode(err, code) || nSend.Load() != 1 || nStatus.Load() != 1 {
 				t.Fatalf("err = %v, sends %d, statuses %d", err, nSend.Load(), nStatus.Load())
 			}
@@ -185,16 +195,11 @@ func TestSendWithRetryStopsOnAuthFailure(t *testing.T) {
 func TestSendWithRetryFailedSubmissionReturnsStoredError(t *testing.T) {
 	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
-		sends: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			errEnvelope(w, 500, "req-retry-1", domain.CodeInternal, "internal error", nil)
-		}},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) {
-			okEnvelope(w, "rq_s", map[string]any{"operation": "message.send", "request_id": "req-retry-1", "submission_state": "failed",
-				"error": map[string]any{"code": "RESOURCE_LIMIT", "message": "the space reached visible_seq_max", "retryable": false, "details": map[string]any{}}})
-		}},
+		sends: []reply{failWith(500, "req-retry-1", domain.CodeInternal, "internal error")},
+		statuses: []reply{sendStatus("failed", map[string]any{
+			"error": map[string]any{"code": "RESOURCE_LIMIT", "message": "the space reached visible_seq_max", "retryable": false, "details": map[string]any{}}})},
 	})
-	var notified []int
-	_, err := client.New(s.srv.URL, testToken, fastRetries(&notified)...).SendWithRetry(context.Background(), sendReq())
+	_, _, err := sendWithRetry(s)
 	if !client.IsCode(err, domain.CodeResourceLimit) || nSend.Load() != 1 {
 		t.Fatalf("err = %v, sends %d", err, nSend.Load())
 	}
@@ -213,8 +218,8 @@ func TestSendWithRetryNeedsRequestID(t *testing.T) {
 func TestSendWithRetryStopsWhenContextEnds(t *testing.T) {
 	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
-		sends:    []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { dropConnection(t, w) }},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { errEnvelope(w, 404, "rq", domain.CodeNotFound, "none", nil) }},
+		sends:    []reply{dropped(t)},
+		statuses: []reply{failWith(404, "rq", domain.CodeNotFound, "none")},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := client.New(s.srv.URL, testToken,
@@ -228,14 +233,14 @@ func TestSendWithRetryStopsWhenContextEnds(t *testing.T) {
 func TestSendWithRetryHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
 	s, nSend, _ := runScript(t, sendScript{
-		sends: []func(call, http.ResponseWriter){
+		sends: []reply{
 			func(c call, w http.ResponseWriter) {
 				w.Header().Set("Retry-After", "1")
 				errEnvelope(w, 429, "req-retry-1", domain.CodeRateLimited, "slow down", nil)
 			},
 			func(c call, w http.ResponseWriter) { okEnvelope(w, "req-retry-1", sendOK) },
 		},
-		statuses: []func(call, http.ResponseWriter){func(c call, w http.ResponseWriter) { errEnvelope(w, 404, "rq", domain.CodeNotFound, "none", nil) }},
+		statuses: []reply{failWith(404, "rq", domain.CodeNotFound, "none")},
 	})
 	start := time.Now()
 	// The default delay: Retry-After (1 s) rather than the 500 ms default for the first retry.
