@@ -46,15 +46,8 @@ func headerOf(h sign.Headers) http.Header {
 // definition, independently of the library the signer uses.
 func TestSignatureIsStandardHMAC(t *testing.T) {
 	at := time.Unix(1_790_000_000, 987_000_000)
-	s, err := sign.NewSigner(sign.Keys{Current: mustSecret(t, newText)}, sign.WithClock(func() time.Time { return at }))
-	if err != nil {
-		t.Fatal(err)
-	}
 	body := []byte(`{"specversion":"1.0","id":"it_1"}`)
-	h, err := s.Sign("it_1", body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustSign(t, sign.Keys{Current: mustSecret(t, newText)}, "it_1", body, clockAt(at))
 	mac := hmac.New(sha256.New, []byte("0123456789abcdef0123456789abcdef"))
 	mac.Write([]byte("it_1.1790000000." + string(body)))
 	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
@@ -70,15 +63,8 @@ func TestSignatureIsStandardHMAC(t *testing.T) {
 // TestLibraryVerifies checks signatures with the Standard Webhooks Go library's verifier (real clock,
 // 5-minute tolerance), and that it rejects a changed body, ID, timestamp or secret.
 func TestLibraryVerifies(t *testing.T) {
-	s, err := sign.NewSigner(sign.Keys{Current: mustSecret(t, newText)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	body := []byte(`{"type":"verification","challenge":"abc"}`)
-	h, err := s.Sign("wv_1", body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustSign(t, sign.Keys{Current: mustSecret(t, newText)}, "wv_1", body)
 	wh, err := standardwebhooks.NewWebhook(newText)
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +129,7 @@ func TestRotationWindow(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0.Add(tc.at)
-			s, err := sign.NewSigner(keys, append(tc.opts, sign.WithClock(func() time.Time { return now }))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := s.Sign("it_1", body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustSign(t, keys, "it_1", body, append(tc.opts, clockAt(now))...)
 			parts := strings.Split(h.Signature, " ")
 			if want := map[bool]int{true: 2, false: 1}[tc.wantOld]; len(parts) != want {
 				t.Fatalf("%d signatures %q, want %d", len(parts), h.Signature, want)
@@ -163,7 +142,7 @@ func TestRotationWindow(t *testing.T) {
 				t.Fatalf("old secret verifies=%v, want %v", err == nil, tc.wantOld)
 			}
 			// The current secret's signature comes first.
-			if ns := headerOf(mustSign(t, newS, now, body)).Get("webhook-signature"); parts[0] != ns {
+			if ns := headerOf(mustSign(t, sign.Keys{Current: newS}, "it_1", body, clockAt(now))).Get("webhook-signature"); parts[0] != ns {
 				t.Fatalf("first signature %q is not the current secret's %q", parts[0], ns)
 			}
 		})
@@ -180,11 +159,7 @@ func TestRotationWindowSubsecond(t *testing.T) {
 		want int
 	}{{5*time.Minute - time.Nanosecond, 2}, {5 * time.Minute, 1}, {5*time.Minute + 100*time.Millisecond, 1}} {
 		now := t0.Add(tc.at)
-		s, _ := sign.NewSigner(keys, sign.WithClock(func() time.Time { return now }))
-		h, err := s.Sign("it_1", []byte("{}"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := mustSign(t, keys, "it_1", []byte("{}"), clockAt(now))
 		if n := len(strings.Split(h.Signature, " ")); n != tc.want {
 			t.Fatalf("at rotation+%v: %d signatures, want %d", tc.at, n, tc.want)
 		}
@@ -194,17 +169,23 @@ func TestRotationWindowSubsecond(t *testing.T) {
 	}
 }
 
-func mustSign(t *testing.T, s sign.Secret, now time.Time, body []byte) sign.Headers {
+// mustSign signs body as webhook id with a signer of keys and opts, failing t on any error.
+func mustSign(t *testing.T, keys sign.Keys, id string, body []byte, opts ...sign.SignerOption) sign.Headers {
 	t.Helper()
-	sg, err := sign.NewSigner(sign.Keys{Current: s}, sign.WithClock(func() time.Time { return now }))
+	s, err := sign.NewSigner(keys, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sg.Sign("it_1", body)
+	h, err := s.Sign(id, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// clockAt is a signer clock standing at now.
+func clockAt(now time.Time) sign.SignerOption {
+	return sign.WithClock(func() time.Time { return now })
 }
 
 func TestSignerRejects(t *testing.T) {
