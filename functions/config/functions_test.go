@@ -118,6 +118,16 @@ func (r *recorder) lookup(name string) (string, bool) {
 	return v, ok
 }
 
+// configtest.Values sets every variable that is not an ARN, so "every variable set" below means every one.
+func TestValuesSetsEveryVariable(t *testing.T) {
+	v := configtest.Values()
+	for _, n := range config.EnvVars() {
+		if _, set := v[n]; !set && !strings.HasSuffix(n, "_ARN") {
+			t.Errorf("configtest.Values sets no %s", n)
+		}
+	}
+}
+
 // Every function loads with exactly its variables set (secrets as values, then as ARNs resolved later), and
 // looks up exactly those variables, even when every other variable is set too.
 func TestLoadForExactly(t *testing.T) {

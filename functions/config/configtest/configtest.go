@@ -18,6 +18,6 @@ func Values() map[string]string {
 		config.EnvDynamoDBEndpoint: "http://127.0.0.1:1", config.EnvS3Endpoint: "http://127.0.0.1:1",
 		config.EnvChannelURL: "http://127.0.0.1:1", config.EnvChannelSecret: "wpc_channel-secret-0123",
 		config.EnvChannelAddr: "127.0.0.1:0", config.EnvDeliveryQueueURL: "https://sqs.example.test/q",
-		config.EnvSQSEndpoint: "http://127.0.0.1:1", config.EnvWebhookAllowLoopback: "1",
+		config.EnvSQSEndpoint: "http://127.0.0.1:1", config.EnvMCPWaitsPerSpace: "2", config.EnvWebhookAllowLoopback: "1",
 	}
 }
