@@ -96,14 +96,9 @@ func startChannel(t *testing.T, bin string, env []string) *channelProc {
 	}
 }
 
-type waitPage struct {
-	Items      []wire.FeedItem `json:"items"`
-	NextCursor string          `json:"next_cursor"`
-}
-
 // feedWait is one GET /v0/feed/wait on the channel process (safe off the test goroutine).
-func (p *channelProc) feedWait(token, consumer, cursor string, timeoutMS int) (waitPage, error) {
-	return channelhosttest.FeedPage[waitPage](p.url+channelhosttest.WaitPath(consumer, cursor, timeoutMS), token)
+func (p *channelProc) feedWait(token, consumer, cursor string, timeoutMS int) (wire.Page, error) {
+	return channelhosttest.FeedPage[wire.Page](p.url+channelhosttest.WaitPath(consumer, cursor, timeoutMS), token)
 }
 
 // pastClock is a clock running behind by a fixed duration.
@@ -181,7 +176,7 @@ func TestAWSFunctions(t *testing.T) {
 		if err != nil || len(first.Items) != 0 {
 			t.Fatalf("B's feed before anything: %+v, %v", first, err)
 		}
-		pending := channelhosttest.StartWait[waitPage](t, channelProc.url, channelSecret, sp,
+		pending := channelhosttest.StartWait[wire.Page](t, channelProc.url, channelSecret, sp,
 			channelProc.url+channelhosttest.WaitPath(b.consumer, first.NextCursor, 20000), b.token)
 		sent, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, map[string]any{"request_id": "wake-1",
 			"recipient_ids": []string{b.actor}, "body": map[string]any{"text": "wake up"}})
@@ -486,7 +481,7 @@ func TestAWSFunctions(t *testing.T) {
 	go func() {
 		// An empty page, or (shutdown cut its store read short) 503 STORAGE_UNAVAILABLE: never items, never
 		// an empty response.
-		p, status, code, err := channelhosttest.FeedWait[waitPage](channelProc.url+channelhosttest.WaitPath(b.consumer, head.NextCursor, 20000), b.token)
+		p, status, code, err := channelhosttest.FeedWait[wire.Page](channelProc.url+channelhosttest.WaitPath(b.consumer, head.NextCursor, 20000), b.token)
 		if err == nil && !(status == 200 && len(p.Items) == 0 && p.NextCursor != "" || status == 503 && code == "STORAGE_UNAVAILABLE") {
 			err = fmt.Errorf("answered %d %s %+v at shutdown", status, code, p)
 		}

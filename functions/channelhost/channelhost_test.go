@@ -177,15 +177,6 @@ func setup(t *testing.T, admin http.Handler) (reader, sender party) {
 	return mk(), mk()
 }
 
-type page struct {
-	Items []struct {
-		ItemID     string `json:"item_id"`
-		VisibleSeq string `json:"visible_seq"`
-		ResourceID string `json:"resource_id"`
-	} `json:"items"`
-	NextCursor string `json:"next_cursor"`
-}
-
 func waitPath(p party, cursor string, timeoutMS int) string {
 	return channelhosttest.WaitPath(p.consumer, cursor, timeoutMS)
 }
@@ -207,13 +198,13 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 
 	// Nothing yet: the feed is empty; remember its cursor.
 	start := time.Now()
-	empty := data[page](t, srv.URL, "GET", waitPath(reader, "", 300), reader.token, nil)
+	empty := data[wire.Page](t, srv.URL, "GET", waitPath(reader, "", 300), reader.token, nil)
 	if len(empty.Items) != 0 || empty.NextCursor == "" || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("first wait: %+v after %v", empty, time.Since(start))
 	}
 
 	// A long poll is pending on the host when the mailbox function commits a message to the reader.
-	pending := channelhosttest.StartWait[page](t, srv.URL, channelSecret, reader.space, srv.URL+waitPath(reader, empty.NextCursor, 20000), reader.token)
+	pending := channelhosttest.StartWait[wire.Page](t, srv.URL, channelSecret, reader.space, srv.URL+waitPath(reader, empty.NextCursor, 20000), reader.token)
 	sent := data[struct {
 		ResourceID string `json:"resource_id"`
 		VisibleSeq string `json:"visible_seq"`
@@ -232,7 +223,7 @@ func TestFeedWaitOnTheHost(t *testing.T) {
 
 	// Nothing new after the message: the wait answers an empty page at its timeout, not before.
 	start = time.Now()
-	idle := data[page](t, srv.URL, "GET", waitPath(reader, woke.Page.NextCursor, 1500), reader.token, nil)
+	idle := data[wire.Page](t, srv.URL, "GET", waitPath(reader, woke.Page.NextCursor, 1500), reader.token, nil)
 	if elapsed := time.Since(start); len(idle.Items) != 0 || elapsed < 1500*time.Millisecond || elapsed > 8*time.Second {
 		t.Fatalf("idle wait: %d items after %v (timeout_ms 1500)", len(idle.Items), elapsed)
 	}
@@ -339,14 +330,14 @@ func TestRun(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	type result struct {
-		p      page
+		p      wire.Page
 		status int
 		code   string
 		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
-		p, status, code, err := channelhosttest.FeedWait[page](base+waitPath(reader, "", 20000), reader.token)
+		p, status, code, err := channelhosttest.FeedWait[wire.Page](base+waitPath(reader, "", 20000), reader.token)
 		done <- result{p, status, code, err}
 	}()
 	channelhosttest.WaitSubscribed(t, base, channelSecret, reader.space, 1)
