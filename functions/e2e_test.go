@@ -185,15 +185,9 @@ func (e *lambdaEnv) start(t *testing.T, bins map[string]string, names ...string)
 // token of scopes for both; rid names each request.
 func newParty(t *testing.T, admin *lambdaFn, space, name string, rid func(string) string, scopes ...string) party {
 	t.Helper()
-	a, _ := okData[struct {
-		ActorID string `json:"actor_id"`
-	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
-	c, _ := okData[struct {
-		ConsumerID string `json:"consumer_id"`
-	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
-	tk, _ := okData[struct {
-		Token string `json:"token"`
-	}](t, admin, "POST", "/admin/v0/spaces/"+space+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
+	a, _ := okData[wire.Actor](t, admin, "POST", "/admin/v0/spaces/"+space+"/actors", adminSecret, map[string]any{"request_id": rid("actor"), "display_name": name})
+	c, _ := okData[wire.Consumer](t, admin, "POST", "/admin/v0/spaces/"+space+"/consumers", adminSecret, map[string]any{"request_id": rid("con"), "actor_id": a.ActorID, "view": "inbox"})
+	tk, _ := okData[wire.Token](t, admin, "POST", "/admin/v0/spaces/"+space+"/tokens", adminSecret, map[string]any{"request_id": rid("tok"),
 		"actor_id": a.ActorID, "consumer_id": c.ConsumerID, "scopes": scopes})
 	return party{actor: a.ActorID, consumer: c.ConsumerID, token: tk.Token}
 }
@@ -354,9 +348,7 @@ func TestLambdaAsyncLoop(t *testing.T) {
 	if again, _ := okData[wire.Send](t, mailbox, "POST", "/v0/messages", a.token, sendBody); again != sent {
 		t.Fatalf("retry: %+v, first %+v", again, sent)
 	}
-	st, _ := okData[struct {
-		SubmissionState string `json:"submission_state"`
-	}](t, mailbox, "GET", "/v0/status?"+url.Values{"operation": {"message.send"}, "request_id": {"req_report_001"}}.Encode(), a.token, nil)
+	st, _ := okData[wire.Status](t, mailbox, "GET", "/v0/status?"+url.Values{"operation": {"message.send"}, "request_id": {"req_report_001"}}.Encode(), a.token, nil)
 	if st.SubmissionState != "committed" {
 		t.Fatalf("status: %+v", st)
 	}

@@ -158,19 +158,11 @@ func setup(t *testing.T, admin http.Handler) (reader, sender party) {
 	t.Helper()
 	n := 0
 	rid := func() string { n++; return fmt.Sprintf("setup-%d", n) }
-	sp := data[struct {
-		SpaceID string `json:"space_id"`
-	}](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": rid()}).SpaceID
+	sp := data[wire.Space](t, admin, "POST", "/admin/v0/spaces", adminSecret, map[string]any{"request_id": rid()}).SpaceID
 	mk := func() party {
-		a := data[struct {
-			ActorID string `json:"actor_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp+"/actors", adminSecret, map[string]any{"request_id": rid()}).ActorID
-		c := data[struct {
-			ConsumerID string `json:"consumer_id"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp+"/consumers", adminSecret, map[string]any{"request_id": rid(), "actor_id": a, "view": "inbox"}).ConsumerID
-		tok := data[struct {
-			Token string `json:"token"`
-		}](t, admin, "POST", "/admin/v0/spaces/"+sp+"/tokens", adminSecret, map[string]any{"request_id": rid(), "actor_id": a,
+		a := data[wire.Actor](t, admin, "POST", "/admin/v0/spaces/"+sp+"/actors", adminSecret, map[string]any{"request_id": rid()}).ActorID
+		c := data[wire.Consumer](t, admin, "POST", "/admin/v0/spaces/"+sp+"/consumers", adminSecret, map[string]any{"request_id": rid(), "actor_id": a, "view": "inbox"}).ConsumerID
+		tok := data[wire.Token](t, admin, "POST", "/admin/v0/spaces/"+sp+"/tokens", adminSecret, map[string]any{"request_id": rid(), "actor_id": a,
 			"consumer_id": c, "scopes": []string{"message.send", "message.read", "receipt.write"}}).Token
 		return party{space: sp, actor: a, consumer: c, token: tok}
 	}
