@@ -264,9 +264,11 @@ func BenchmarkInboxReadAck(b *testing.B) {
 	const page = 50
 	s := openBench(b, false)
 	sp := s.space(b, 64)
+	runs := 0 // request IDs carry the run, so -count > 1 does not replay an earlier run's IDs
 	b.Run("clients=1", func(b *testing.B) {
 		// Fill the inbox with b.N messages from 64 concurrent senders (not measured).
 		b.StopTimer()
+		runs++
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for w := 0; w < 64; w++ {
@@ -274,7 +276,7 @@ func BenchmarkInboxReadAck(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-					if code, _, all := s.do("POST", "/v0/messages", sp.senders[w], sendBody(fmt.Sprintf("ack-%d-%d", b.N, i))); code != http.StatusOK {
+					if code, _, all := s.do("POST", "/v0/messages", sp.senders[w], sendBody(fmt.Sprintf("ack-%d-%d-%d", runs, b.N, i))); code != http.StatusOK {
 						b.Errorf("fill: %d %s", code, all)
 						return
 					}
@@ -301,7 +303,7 @@ func BenchmarkInboxReadAck(b *testing.B) {
 			if err := json.Unmarshal(data, &pg); code != http.StatusOK || err != nil || len(pg.Items) == 0 {
 				b.Fatalf("read: %d %s", code, all)
 			}
-			ack := fmt.Appendf(nil, `{"request_id":"ack-%d-%d","consumer_id":%q,"checkpoint_cursor":%q,"items":[`, b.N, n, sp.ackConsumer, pg.NextCursor)
+			ack := fmt.Appendf(nil, `{"request_id":"ack-%d-%d-%d","consumer_id":%q,"checkpoint_cursor":%q,"items":[`, runs, b.N, n, sp.ackConsumer, pg.NextCursor)
 			for k, it := range pg.Items {
 				if k > 0 {
 					ack = append(ack, ',')
