@@ -84,9 +84,12 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 		}
 	}
 	retried := false
-	fp, ferr := fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
-	if ferr != nil {
-		return AckResult{}, ferr
+	fp, ok := ackFingerprint(req)
+	if !ok {
+		var err error
+		if fp, err = ackFingerprintGeneric(req); err != nil {
+			return AckResult{}, err
+		}
 	}
 	raw, published, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpInboxAck, req.RequestID), operation: OpInboxAck, requestID: req.RequestID, fingerprint: fp,
@@ -120,6 +123,12 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 	}
 	s.notify(ctx, published)
 	return decodeResult[AckResult](raw, nil)
+}
+
+// ackFingerprintGeneric is the fingerprint of an ack request on the generic path (Fingerprint), which
+// ackFingerprint writes directly; it reports a request that cannot be canonicalized.
+func ackFingerprintGeneric(req AckRequest) (string, error) {
+	return fingerprintOf(OpInboxAck, map[string]any{"consumer_id": req.ConsumerID, "items": req.Items, "checkpoint_cursor": req.CheckpointCursor})
 }
 
 type ackPlan struct {

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -78,4 +79,63 @@ func TestSendFingerprintMatchesJCS(t *testing.T) {
 	if _, err := Fingerprint(bad); err == nil {
 		t.Fatal("the generic path accepts invalid UTF-8: the fast path must not decline it")
 	}
+}
+
+// TestAckFingerprintMatchesJCS: the direct encoder of inbox.ack fingerprints gives exactly the fingerprint of
+// the generic path for any request (strings with every escaping rule, no or empty items, with and without a
+// checkpoint cursor), and declines invalid UTF-8.
+func TestAckFingerprintMatchesJCS(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		str := jcsText()
+		req := AckRequest{RequestID: str.Draw(t, "request_id"), ConsumerID: str.Draw(t, "consumer")}
+		if rapid.Bool().Draw(t, "cursor?") {
+			c := str.Draw(t, "cursor")
+			req.CheckpointCursor = &c
+		}
+		if rapid.Bool().Draw(t, "items?") {
+			req.Items = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) AckEntry {
+				return AckEntry{ItemID: str.Draw(t, "item"), Stage: Stage(rapid.OneOf(rapid.SampledFrom([]string{"received", "processed"}), str).Draw(t, "stage"))}
+			}), 0, 4).Draw(t, "items")
+		}
+		want, err := ackFingerprintGeneric(req)
+		if err != nil {
+			t.Fatalf("generic path: %v", err)
+		}
+		got, ok := ackFingerprint(req)
+		if !ok || got != want {
+			t.Fatalf("ackFingerprint = %q, %v; generic path %q", got, ok, want)
+		}
+	})
+	for _, bad := range []AckRequest{{ConsumerID: "\xff"}, {Items: []AckEntry{{ItemID: "it_\xfe"}}}} {
+		if _, ok := ackFingerprint(bad); ok {
+			t.Fatalf("%+v: invalid UTF-8 accepted", bad)
+		}
+		if _, err := ackFingerprintGeneric(bad); err == nil {
+			t.Fatalf("%+v: the generic path accepts invalid UTF-8: the fast path must not decline it", bad)
+		}
+	}
+}
+
+// BenchmarkAckFingerprint compares the direct and the generic fingerprint of a 50-item ack with a
+// checkpoint cursor, as a consumer acknowledging a page sends it.
+func BenchmarkAckFingerprint(b *testing.B) {
+	cursor := "c1." + strings.Repeat("x", 120)
+	req := AckRequest{RequestID: "ack-1", ConsumerID: "con_0123456789abcdefghij", CheckpointCursor: &cursor}
+	for i := range 50 {
+		req.Items = append(req.Items, AckEntry{ItemID: newItemID(uint64(1000+i), "msg_0123456789abcdefghij"), Stage: StageReceived})
+	}
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := ackFingerprint(req); !ok {
+				b.Fatal("declined")
+			}
+		}
+	})
+	b.Run("generic", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ackFingerprintGeneric(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -67,6 +67,42 @@ func sendFingerprint(n normalizedSend) (fp string, ok bool) {
 	return hex.EncodeToString(sum[:]), true
 }
 
+// ackFingerprint returns fingerprintOf(OpInboxAck, …) of an ack request, as Ack computes it on the generic
+// path, by writing its RFC 8785 form directly: {"op":"inbox.ack","req":{"checkpoint_cursor",
+// "consumer_id","items":[{"item_id","stage"}…]}}. ok is false when a string is not valid UTF-8 (the caller
+// then takes the generic path). TestAckFingerprintMatchesJCS checks that both paths agree.
+func ackFingerprint(req AckRequest) (fp string, ok bool) {
+	b := make([]byte, 0, 128+len(req.ConsumerID)+48*len(req.Items))
+	b = append(b, `{"op":"inbox.ack","req":{"checkpoint_cursor":`...)
+	if b, ok = appendJCSStringPtr(b, req.CheckpointCursor); !ok {
+		return "", false
+	}
+	b = append(b, `,"consumer_id":`...)
+	if b, ok = appendJCSString(b, req.ConsumerID); !ok {
+		return "", false
+	}
+	b = append(b, `,"items":`...)
+	b = append(b, '[') // a nil slice too: Fingerprint marshals it as []
+	for i, e := range req.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"item_id":`...)
+		if b, ok = appendJCSString(b, e.ItemID); !ok {
+			return "", false
+		}
+		b = append(b, `,"stage":`...)
+		if b, ok = appendJCSString(b, string(e.Stage)); !ok {
+			return "", false
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	b = append(b, "}}"...)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), true
+}
+
 func appendJCSStrings(b []byte, ss []string) ([]byte, bool) {
 	b = append(b, '[')
 	for i, s := range ss {
