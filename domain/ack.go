@@ -145,15 +145,20 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 	var ops []port.Op
 	ops = append(ops, genCheck(p))
 	var emits uint64
-	for _, id := range order {
-		acked, err := s.feedItem(ctx, fs, id)
-		if err != nil {
-			return nil, err
-		}
-		rec, _, found, err := getRecord[receiptRecord](ctx, s.store, keyReceipt(space, consumer, id))
-		if err != nil {
-			return nil, err
-		}
+	ackedItems, err := s.feedItems(ctx, fs, order)
+	if err != nil {
+		return nil, err
+	}
+	receiptKeys := make([]port.Key, len(order))
+	for i, id := range order {
+		receiptKeys[i] = keyReceipt(space, consumer, id)
+	}
+	recs, recFound, err := getRecords[receiptRecord](ctx, s.store, receiptKeys)
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range order {
+		acked, rec, found := ackedItems[i], recs[i], recFound[i]
 		pl := &ackPlan{acked: acked, rec: rec, prevVer: rec.Version, entry: AckReceipt{ItemID: id, Stage: rec.Stage}}
 		if want[id].rank() > rec.Stage.rank() {
 			if !found {
@@ -232,25 +237,39 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 	}}, nil
 }
 
-// feedItem finds a feed item by ID and checks that it is visible to the consumer's view and rights.
-func (s *Service) feedItem(ctx context.Context, fs feedScope, itemID string) (FeedItem, error) {
-	notFound := Errorf(CodeNotFound, "no such item for this consumer").WithDetails("item_id", itemID)
-	seq, ok := parseItemID(itemID)
-	if !ok {
-		return FeedItem{}, notFound
-	}
-	fi, found := s.feed.get(fs.p.SpaceID, strconv.FormatUint(seq, 10)) // usually just read by the consumer
-	if !found {
-		var err error
-		if fi, _, found, err = getRecord[FeedItem](ctx, s.store, keyFeed(fs.p.SpaceID, seq)); err != nil {
-			return FeedItem{}, err
+// feedItems finds feed items by ID, in the order of ids, and checks that each is visible to the consumer's
+// view and rights; NOT_FOUND names the first that is not. The items the consumer has just read come from
+// the feed cache, the others from one GetMany.
+func (s *Service) feedItems(ctx context.Context, fs feedScope, ids []string) ([]FeedItem, error) {
+	out := make([]FeedItem, len(ids))
+	known := make([]bool, len(ids))
+	var keys []port.Key
+	var at []int // the position in ids of each key
+	for i, id := range ids {
+		seq, ok := parseItemID(id)
+		if !ok {
+			continue // not found, said below in order
 		}
-		if found {
-			s.feed.put(fi)
+		if out[i], known[i] = s.feed.get(fs.p.SpaceID, strconv.FormatUint(seq, 10)); !known[i] { // usually just read by the consumer
+			keys, at = append(keys, keyFeed(fs.p.SpaceID, seq)), append(at, i)
 		}
 	}
-	if !found || fi.ItemID != itemID || !fs.visible(fi, false) {
-		return FeedItem{}, notFound
+	if len(keys) > 0 {
+		read, found, err := getRecords[FeedItem](ctx, s.store, keys)
+		if err != nil {
+			return nil, err
+		}
+		for n, i := range at {
+			if found[n] {
+				out[i], known[i] = read[n], true
+				s.feed.put(read[n])
+			}
+		}
 	}
-	return fi, nil
+	for i, id := range ids {
+		if !known[i] || out[i].ItemID != id || !fs.visible(out[i], false) {
+			return nil, Errorf(CodeNotFound, "no such item for this consumer").WithDetails("item_id", id)
+		}
+	}
+	return out, nil
 }

@@ -298,12 +298,16 @@ func refused(err error) bool {
 
 func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normalizedSend) (sendFixed, error) {
 	fixed := sendFixed{RecipientIDs: n.RecipientIDs}
-	for _, r := range n.RecipientIDs {
-		a, _, found, err := getRecord[Actor](ctx, s.store, keyActor(p.SpaceID, r))
-		if err != nil {
-			return fixed, err
-		}
-		if !found || a.Revoked {
+	keys := make([]port.Key, len(n.RecipientIDs))
+	for i, r := range n.RecipientIDs {
+		keys[i] = keyActor(p.SpaceID, r)
+	}
+	actors, found, err := getRecords[Actor](ctx, s.store, keys) // one round trip for up to 32 recipients
+	if err != nil {
+		return fixed, err
+	}
+	for i, r := range n.RecipientIDs {
+		if !found[i] || actors[i].Revoked {
 			return fixed, Errorf(CodeNotFound, "no such recipient").WithDetails("recipient_id", r)
 		}
 	}

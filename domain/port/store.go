@@ -277,6 +277,10 @@ type Query struct {
 type ItemStore interface {
 	// Get reads one item with strong consistency. found is false when it is absent.
 	Get(ctx context.Context, key Key) (item Item, found bool, err error)
+	// GetMany reads several items as Get reads each of them: found[i] reports whether keys[i] exists and
+	// items[i] is it. Keys may repeat. A store whose reads cross the network reads them in fewer round trips
+	// than one per key (DynamoDB: BatchGetItem); the keys are not read as of one instant.
+	GetMany(ctx context.Context, keys []Key) (items []Item, found []bool, err error)
 	// Query returns items of one partition in ascending sort-key order within the query's bounds.
 	Query(ctx context.Context, q Query) ([]Item, error)
 	// Commit applies a transaction all or nothing. A failed condition returns a *ConditionFailedError naming

@@ -9,9 +9,10 @@ import (
 
 // Usage is the capacity one successful DynamoDB request consumed, handed to Options.OnUsage.
 type Usage struct {
-	// Operation is "GetItem", "Query" or "TransactWriteItems".
+	// Operation is "GetItem", "BatchGetItem", "Query" or "TransactWriteItems".
 	Operation string
-	// Items is the number of items returned (GetItem, Query) or actions written (TransactWriteItems).
+	// Items is the number of items returned (GetItem, BatchGetItem, Query) or actions written
+	// (TransactWriteItems).
 	Items int
 	// ReadUnits and WriteUnits are DynamoDB's own figures when it reported them (Reported is true).
 	// Otherwise they are the client's estimate from the sizes of the items it received or sent (ItemSize):

@@ -59,6 +59,24 @@ func (m *meter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...fun
 	return out, err
 }
 
+// BatchGetItem charges each key as its GetItem would be: DynamoDB reads every key of a batch as one
+// GetItem (the item's size rounded up to 4 KB, one unit for a key that is absent).
+func (m *meter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := m.API.BatchGetItem(ctx, in, o...)
+	if err == nil {
+		var units float64
+		for table, ka := range in.RequestItems {
+			returned := out.Responses[table]
+			units += float64(len(ka.Keys) - len(returned) - len(out.UnprocessedKeys[table].Keys))
+			for _, it := range returned {
+				units += dynamo.ReadUnits(dynamo.ItemSize(it))
+			}
+		}
+		m.add("BatchGetItem", units, 0)
+	}
+	return out, err
+}
+
 func (m *meter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	out, err := m.API.Query(ctx, in, o...)
 	if err == nil {
@@ -141,7 +159,7 @@ type capacityRow struct {
 // requests lists the calls of a row in a fixed order.
 func requests(calls map[string]int) string {
 	var parts []string
-	for _, op := range []string{"GetItem", "Query", "UpdateItem", "PutItem", "TransactWriteItems"} {
+	for _, op := range []string{"GetItem", "BatchGetItem", "Query", "UpdateItem", "PutItem", "TransactWriteItems"} {
 		if n := calls[op]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, op))
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/store/kv"
 )
 
 // CommitFault is a fault on ItemStore.Commit.
@@ -131,6 +132,11 @@ func (s *ItemStore) Get(ctx context.Context, key port.Key) (port.Item, bool, err
 		return port.Item{}, false, err
 	}
 	return s.inner.Get(ctx, key)
+}
+
+// GetMany reads each key with Get, so that a Get fault (or a random one) fires on the key it matches.
+func (s *ItemStore) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bool, error) {
+	return kv.GetEach(ctx, keys, s.Get)
 }
 
 // Query runs the BeforeQuery hook, then reads through the inner store unless a Query fault (or a random

@@ -440,3 +440,16 @@ func Query(ctx context.Context, r Ranger, q port.Query) ([]port.Item, error) {
 	}
 	return out, nil
 }
+
+// GetEach is port.ItemStore.GetMany for a store whose Get is local: get reads each key in turn. The first
+// error ends it.
+func GetEach(ctx context.Context, keys []port.Key, get func(context.Context, port.Key) (port.Item, bool, error)) ([]port.Item, []bool, error) {
+	items, found := make([]port.Item, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		var err error
+		if items[i], found[i], err = get(ctx, k); err != nil {
+			return nil, nil, err
+		}
+	}
+	return items, found, nil
+}

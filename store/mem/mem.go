@@ -59,6 +59,11 @@ func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 	return kv.CloneItem(it), true, nil
 }
 
+// GetMany reads each key with Get (kv.GetEach).
+func (s *Store) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bool, error) {
+	return kv.GetEach(ctx, keys, s.Get)
+}
+
 // Query returns copies of the items of one partition within q's bounds, in ascending sort-key order.
 func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	s.mu.RLock()

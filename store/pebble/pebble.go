@@ -399,6 +399,11 @@ func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 	return cachedItem(it).share(), true, nil
 }
 
+// GetMany reads each key with Get (kv.GetEach): a read is local, so batching saves nothing.
+func (s *Store) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bool, error) {
+	return kv.GetEach(ctx, keys, s.Get)
+}
+
 // readCacheMax bounds the items Get keeps.
 const readCacheMax = 4096
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 	runContract(t, newStore, []contractCheck[port.ItemStore]{
 		{"GetAbsent", testGetAbsent},
 		{"PutGet", testPutGet},
+		{"GetMany", testGetMany},
 		{"PutReplaces", testPutReplaces},
 		{"Delete", testDelete},
 		{"Conditions", testConditions},
@@ -82,6 +84,60 @@ func testPutGet(t *testing.T, s port.ItemStore) {
 	wantItem(t, s, c)
 	if got := mustGet(t, s, a.Key); got.Attr("state") != "open" || got.Attr("missing") != "" {
 		t.Fatalf("attrs of %s = %s", a.Key, show(got))
+	}
+}
+
+// testGetMany reads 260 keys at once (more than one DynamoDB BatchGetItem holds): present and absent ones
+// in two partitions, a deleted one and repeats, and checks each answer against Get's, position by position.
+func testGetMany(t *testing.T, s port.ItemStore) {
+	ctx := context.Background()
+	if items, found, err := s.GetMany(ctx, nil); err != nil || len(items) != 0 || len(found) != 0 {
+		t.Fatalf("GetMany of no keys = %d items, %d found, %v", len(items), len(found), err)
+	}
+	var keys []port.Key
+	var present []port.Item
+	for i := range 240 {
+		pk := []string{"gm", "gm2"}[i%2]
+		k := key(pk, fmt.Sprintf("k%03d", i))
+		keys = append(keys, k)
+		if i%3 != 0 {
+			present = append(present, item(pk, k.SK, fmt.Sprintf("data %d", i), "n", fmt.Sprint(i)))
+		}
+	}
+	for chunk := range slices.Chunk(present, 20) {
+		put(t, s, chunk...)
+	}
+	commit(t, s, port.Delete(keys[1], port.Cond{}))
+	keys = append(keys, keys[2], keys[2], keys[3], keys[1], key("gm3", "none"))
+	keys = append(keys, keys[4:19]...)
+	items, found, err := s.GetMany(ctx, keys)
+	if err != nil {
+		t.Fatalf("GetMany of %d keys: %v", len(keys), err)
+	}
+	if len(items) != len(keys) || len(found) != len(keys) {
+		t.Fatalf("GetMany of %d keys: %d items, %d found", len(keys), len(items), len(found))
+	}
+	hits := 0
+	for i, k := range keys {
+		want, ok := get(t, s, k)
+		if found[i] != ok || (ok && !sameItem(items[i], want)) || (!ok && items[i].Key != (port.Key{})) {
+			t.Fatalf("GetMany[%d] (%s) = %s, %v; Get = %s, %v", i, k, show(items[i]), found[i], show(want), ok)
+		}
+		if ok {
+			hits++
+		}
+	}
+	if hits < 150 {
+		t.Fatalf("only %d of %d keys found", hits, len(keys))
+	}
+	// Each position is the caller's own: changing one repeat changes neither the other nor the store.
+	items[240].Data[0] = 'X'
+	items[240].Attrs["n"] = "changed"
+	if !sameItem(items[241], mustGet(t, s, keys[2])) {
+		t.Fatalf("a repeated key's items share memory: %s", show(items[241]))
+	}
+	if _, _, err := s.GetMany(ctx, []port.Key{key("gm", "k002"), {PK: "", SK: "a"}}); err == nil {
+		t.Fatal("GetMany with an empty partition key: no error")
 	}
 }
 
@@ -844,6 +900,9 @@ func testContextCancelled(t *testing.T, s port.ItemStore) {
 	}
 	if _, err := s.Query(ctx, port.Query{PK: "cx"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("query: %v, want context.Canceled", err)
+	}
+	if _, _, err := s.GetMany(ctx, []port.Key{key("cx", "a")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("get many: %v, want context.Canceled", err)
 	}
 	ctr := key("cx", "SEQ")
 	_, err := s.Commit(ctx, port.Tx{Counter: &ctr, Count: 1, Max: 10, Build: ops(port.Put(item("cx", "b", ""), port.Cond{}))})

@@ -1,0 +1,91 @@
+package dynamo_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/domaintest"
+	"github.com/waypost/waypost/store/dynamo"
+	"github.com/waypost/waypost/store/dynamo/dynamotest"
+)
+
+// readCounter counts the point reads the store sends: GetItem and BatchGetItem requests.
+type readCounter struct {
+	dynamo.API
+	gets, batches atomic.Int64
+}
+
+func (c *readCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.API.GetItem(ctx, in, o...)
+}
+
+func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.batches.Add(1)
+	return c.API.BatchGetItem(ctx, in, o...)
+}
+
+// TestAckAndSendReadInFewRoundTrips: on DynamoDB every point read is a round trip, so the operations that
+// check many keys read them together. An inbox.ack of a 32-item page (ack_items_max on DynamoDB, whose
+// transactions hold 100 actions: three per receipt), served by a process that did not read the page
+// (another Lambda instance: nothing cached), reads the acked feed items and their receipts in one
+// BatchGetItem each, instead of a GetItem per item and receipt; a message.send to 32 recipients
+// (max_recipients) reads the recipients in one.
+func TestAckAndSendReadInFewRoundTrips(t *testing.T) {
+	rc := &readCounter{}
+	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
+		srv := dynamotest.New(t)
+		rc.API = srv.Client
+		return domaintest.Backend{Store: srv.Store(t, rc, dynamo.Options{}), Blobs: domaintest.TempBlobs(t)}
+	}, nil)
+	c := f.With(t)
+	sp := c.Space()
+	sender, reader := c.Party(sp.SpaceID), c.Party(sp.SpaceID)
+	for i := range 32 {
+		c.Send(sender.P, fmt.Sprintf("m%d", i), reader.ActorID)
+	}
+	page := c.Read(reader.P, reader.ConsumerID, nil, 32)
+	if len(page.Items) != 32 {
+		t.Fatalf("read %d items, want 32", len(page.Items))
+	}
+	req := domain.AckRequest{RequestID: "ack-page", ConsumerID: reader.ConsumerID, CheckpointCursor: &page.NextCursor}
+	for _, it := range page.Items {
+		req.Items = append(req.Items, domain.AckEntry{ItemID: it.ItemID, Stage: domain.StageReceived})
+	}
+	other := f.OtherProcess()
+	p := domaintest.Must[*domain.Principal](t)(other.Authenticate(context.Background(), reader.Token))
+	rc.gets.Store(0)
+	rc.batches.Store(0)
+	res, err := other.Ack(context.Background(), p, req)
+	if err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	for _, r := range res.Receipts {
+		if !r.Changed || r.Stage != domain.StageReceived {
+			t.Fatalf("receipt %+v", r)
+		}
+	}
+	gets, batches := rc.gets.Load(), rc.batches.Load()
+	t.Logf("inbox.ack of 32 items: %d GetItem and %d BatchGetItem requests", gets, batches)
+	if batches != 2 || gets > 8 {
+		t.Fatalf("inbox.ack of 32 items: %d GetItem and %d BatchGetItem requests; want the items and receipts in 2 batches, at most 8 other reads", gets, batches)
+	}
+
+	var to []string
+	for range 32 {
+		to = append(to, c.Actor(sp.SpaceID))
+	}
+	rc.gets.Store(0)
+	rc.batches.Store(0)
+	c.Send(sender.P, "to many", to...)
+	gets, batches = rc.gets.Load(), rc.batches.Load()
+	t.Logf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests", gets, batches)
+	if batches != 1 || gets > 8 {
+		t.Fatalf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests; want the recipients in 1 batch, at most 8 other reads", gets, batches)
+	}
+}
