@@ -3,6 +3,8 @@ package dynamo_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -92,6 +94,16 @@ func httpError(status int) error {
 	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "TransactWriteItems",
 		Err: &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
 			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: errors.New("server error")}}}
+}
+
+// lostBodyError is the SDK's error for a 200 response whose body could not be read because the connection
+// was closed under it (aws/aws-sdk-go-v2#2737; seen with minidynd under the full suite's load).
+func lostBodyError() error {
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "GetItem",
+		Err: &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 200}},
+			Err: &smithy.DeserializationError{Err: fmt.Errorf("failed to decode response body, %w",
+				&net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed})}}}}
 }
 
 func apiError(code string) error {
@@ -372,6 +384,15 @@ func TestGetRetriesTransient(t *testing.T) {
 	}
 	if _, _, err := st.Get(context.Background(), port.Key{PK: "p", SK: "a"}); err != nil {
 		t.Fatalf("get after two throttles: %v", err)
+	}
+	f.get = func(n int) error {
+		if n <= 4 {
+			return lostBodyError()
+		}
+		return nil
+	}
+	if _, _, err := st.Get(context.Background(), port.Key{PK: "p", SK: "a"}); err != nil {
+		t.Fatalf("get after a response whose body was lost: %v", err)
 	}
 	f.get = func(int) error { return httpError(500) }
 	if _, _, err := st.Get(context.Background(), port.Key{PK: "p", SK: "a"}); !errors.Is(err, port.ErrUnavailable) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -30,8 +33,12 @@ var transientCodes = map[string]bool{
 }
 
 // transient reports whether err is a failure that may pass on retry: a throttling, conflict or server
-// error, an HTTP 5xx, or a transport failure before any response. Context errors, client-side validation
-// and other API errors are not transient.
+// error, an HTTP 5xx, a transport failure before any response, or a response whose body was lost on the way
+// (the connection closed or reset while it was read: "deserialization failed … use of closed network
+// connection", aws/aws-sdk-go-v2#2737). A lost body is a lost response: the request may have been applied,
+// as with a connection reset before the answer, which is retried too (transactions carry their client
+// request token, so a retried one is not applied twice). Context errors, client-side validation and other
+// API errors are not transient.
 func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -46,7 +53,7 @@ func transient(err error) bool {
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
-		return re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 429
+		return re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == 429 || lostBody(err)
 	}
 	var ip *smithy.InvalidParamsError
 	var se *smithy.SerializationError
@@ -55,6 +62,12 @@ func transient(err error) bool {
 	}
 	var oe *smithy.OperationError
 	return errors.As(err, &oe) // no response at all: connection refused, reset, timeout
+}
+
+// lostBody reports whether err says that reading a response's body failed on the connection.
+func lostBody(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &op)
 }
 
 // retry calls fn until it succeeds, fails for good (fn reports retry false), or Options.Retries retries
