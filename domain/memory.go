@@ -184,16 +184,15 @@ func (s *Service) checkChanges(ctx context.Context, p *Principal, mode string, c
 		ch.items[i].Metadata = md
 	}
 	seen := map[string]bool{}
+	var blobIDs []string
 	for _, it := range ch.items {
-		if seen[it.BlobID] {
-			continue
-		}
-		seen[it.BlobID] = true
-		if _, err := s.referencableBlob(ctx, p, it.BlobID); err != nil {
-			return err
+		if !seen[it.BlobID] {
+			seen[it.BlobID] = true
+			blobIDs = append(blobIDs, it.BlobID)
 		}
 	}
-	return nil
+	_, err := s.referencableBlobs(ctx, p, blobIDs)
+	return err
 }
 
 // checkPath enforces RFC §10.4: a relative export path without "..", empty segments or backslashes.

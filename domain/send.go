@@ -327,10 +327,8 @@ func (s *Service) sendPreconditions(ctx context.Context, p *Principal, n normali
 			return fixed, err
 		}
 	} // else a new thread, named after the message ID (newThreadID)
-	for _, id := range n.AttachmentIDs {
-		if _, err := s.referencableBlob(ctx, p, id); err != nil {
-			return fixed, err
-		}
+	if _, err := s.referencableBlobs(ctx, p, n.AttachmentIDs); err != nil {
+		return fixed, err
 	}
 	return fixed, nil
 }
@@ -411,10 +409,8 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 	for attempt := 0; attempt < s.retries; attempt++ {
 		// Attachments are re-checked under the authorization this attempt commits with (the commit pins its
 		// generation): a blob.reference grant revoked since the preconditions must not publish (RFC §7.2).
-		for _, b := range n.AttachmentIDs {
-			if _, err := s.referencableBlob(ctx, p, b); err != nil {
-				return SendResult{}, false, err
-			}
+		if _, err := s.referencableBlobs(ctx, p, n.AttachmentIDs); err != nil {
+			return SendResult{}, false, err
 		}
 		// So is the thread: whether p may join it, and the update of its record (op 2, when there is one).
 		var threadOp *port.Op

@@ -30,13 +30,14 @@ func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 	return c.API.BatchGetItem(ctx, in, o...)
 }
 
-// TestAckAndSendReadInFewRoundTrips: on DynamoDB every point read is a round trip, so the operations that
+// TestManyKeysReadInFewRoundTrips: on DynamoDB every point read is a round trip, so the operations that
 // check many keys read them together. An inbox.ack of a 32-item page (ack_items_max on DynamoDB, whose
 // transactions hold 100 actions: three per receipt), served by a process that did not read the page
 // (another Lambda instance: nothing cached), reads the acked feed items and their receipts in one
 // BatchGetItem each, instead of a GetItem per item and receipt; a message.send to 32 recipients
-// (max_recipients) reads the recipients in one.
-func TestAckAndSendReadInFewRoundTrips(t *testing.T) {
+// (max_recipients) reads the recipients in one; a memory.publish of 120 items with a blob each checks the
+// blobs in two (100 keys a request), and memory.export reads their records in two.
+func TestManyKeysReadInFewRoundTrips(t *testing.T) {
 	rc := &readCounter{}
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
 		srv := dynamotest.New(t)
@@ -87,5 +88,31 @@ func TestAckAndSendReadInFewRoundTrips(t *testing.T) {
 	t.Logf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests", gets, batches)
 	if batches != 1 || gets > 8 {
 		t.Fatalf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests; want the recipients in 1 batch, at most 8 other reads", gets, batches)
+	}
+
+	coll := domaintest.Must[domain.CollectionResult](t)(f.Svc.CreateCollection(context.Background(), sp.SpaceID,
+		domain.CreateCollectionRequest{RequestID: "coll", SourceActorID: sender.ActorID, Scope: "notes"}))
+	var items []domain.MemoryItemInput
+	for i := range 120 {
+		blob := c.TextBlob(sender.P, fmt.Sprintf("note %d", i), true, true)
+		items = append(items, domain.MemoryItemInput{ItemID: fmt.Sprintf("n%03d", i), BlobID: blob, Path: fmt.Sprintf("notes/%03d.txt", i)})
+	}
+	zero := int64(0)
+	rc.gets.Store(0)
+	rc.batches.Store(0)
+	domaintest.Must[domain.MemoryPublishResult](t)(f.Svc.PublishMemory(context.Background(), sender.P, coll.CollectionID,
+		domain.MemoryPublishRequest{RequestID: "pub", ExpectedRevision: &zero, Mode: "snapshot", Items: items}))
+	gets, batches = rc.gets.Load(), rc.batches.Load()
+	t.Logf("memory.publish of 120 items: %d GetItem and %d BatchGetItem requests", gets, batches)
+	if batches != 2 || gets > 12 {
+		t.Fatalf("memory.publish of 120 items: %d GetItem and %d BatchGetItem requests; want the blobs in 2 batches, at most 12 other reads", gets, batches)
+	}
+	rc.gets.Store(0)
+	rc.batches.Store(0)
+	ex := domaintest.Must[domain.MemoryExport](t)(f.Svc.ExportMemory(context.Background(), sender.P, coll.CollectionID, nil))
+	gets, batches = rc.gets.Load(), rc.batches.Load()
+	t.Logf("memory.export of 120 items: %d GetItem and %d BatchGetItem requests", gets, batches)
+	if len(ex.Items) != 120 || batches != 2 || gets > 12 {
+		t.Fatalf("memory.export of %d items: %d GetItem and %d BatchGetItem requests; want 120 items, their blobs in 2 batches, at most 12 other reads", len(ex.Items), gets, batches)
 	}
 }
