@@ -11,35 +11,25 @@ import (
 // validateSend leaves it. ok is false when a string is not valid UTF-8; the caller then takes the generic
 // path, which reports the error. TestSendFingerprintMatchesJCS checks that both paths agree.
 func sendFingerprint(n normalizedSend) (fp string, ok bool) {
-	b := make([]byte, 0, 256+len(n.Body.Text)+len(n.Subject)+len(n.Metadata))
+	w := jcsWriter{b: make([]byte, 0, 256+len(n.Body.Text)+len(n.Subject)+len(n.Metadata)), ok: true}
 	// Members in JCS order (the names are ASCII, so byte order is UTF-16 order).
-	b = append(b, `{"attachment_ids":`...)
-	if b, ok = appendJCSStrings(b, n.AttachmentIDs); !ok {
-		return "", false
-	}
-	b = append(b, `,"body":{"text":`...)
-	if b, ok = appendJCSString(b, n.Body.Text); !ok {
-		return "", false
-	}
-	b = append(b, `},"in_reply_to":`...)
-	if b, ok = appendJCSStringPtr(b, n.InReplyTo); !ok {
-		return "", false
-	}
-	b = append(b, `,"kind":`...)
-	if b, ok = appendJCSString(b, n.Kind); !ok {
-		return "", false
-	}
-	b = append(b, `,"metadata":`...)
+	w.raw(`{"attachment_ids":`)
+	w.strings(n.AttachmentIDs)
+	w.raw(`,"body":{"text":`)
+	w.string(n.Body.Text)
+	w.raw(`},"in_reply_to":`)
+	w.stringPtr(n.InReplyTo)
+	w.raw(`,"kind":`)
+	w.string(n.Kind)
+	w.raw(`,"metadata":`)
 	if len(n.Metadata) == 0 {
-		b = append(b, "null"...)
+		w.raw("null")
 	} else {
-		b = append(b, n.Metadata...)
+		w.b = append(w.b, n.Metadata...)
 	}
-	b = append(b, `,"recipient_ids":`...)
-	if b, ok = appendJCSStrings(b, n.RecipientIDs); !ok {
-		return "", false
-	}
-	b = append(b, `,"source":{`...)
+	w.raw(`,"recipient_ids":`)
+	w.strings(n.RecipientIDs)
+	w.raw(`,"source":{`)
 	sep := ""
 	for _, f := range [2]struct{ name, v string }{
 		{"native_message_id", n.Source.NativeMessageID}, {"native_thread_id", n.Source.NativeThreadID},
@@ -47,24 +37,16 @@ func sendFingerprint(n normalizedSend) (fp string, ok bool) {
 		if f.v == "" {
 			continue // omitempty
 		}
-		b = append(b, sep...)
-		b = append(b, `"`+f.name+`":`...)
-		if b, ok = appendJCSString(b, f.v); !ok {
-			return "", false
-		}
+		w.raw(sep + `"` + f.name + `":`)
+		w.string(f.v)
 		sep = ","
 	}
-	b = append(b, `},"subject":`...)
-	if b, ok = appendJCSString(b, n.Subject); !ok {
-		return "", false
-	}
-	b = append(b, `,"thread_id":`...)
-	if b, ok = appendJCSStringPtr(b, n.ThreadID); !ok {
-		return "", false
-	}
-	b = append(b, '}')
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), true
+	w.raw(`},"subject":`)
+	w.string(n.Subject)
+	w.raw(`,"thread_id":`)
+	w.stringPtr(n.ThreadID)
+	w.raw("}")
+	return w.sum()
 }
 
 // ackFingerprint returns fingerprintOf(OpInboxAck, …) of an ack request, as Ack computes it on the generic
@@ -72,56 +54,71 @@ func sendFingerprint(n normalizedSend) (fp string, ok bool) {
 // "consumer_id","items":[{"item_id","stage"}…]}}. ok is false when a string is not valid UTF-8 (the caller
 // then takes the generic path). TestAckFingerprintMatchesJCS checks that both paths agree.
 func ackFingerprint(req AckRequest) (fp string, ok bool) {
-	b := make([]byte, 0, 128+len(req.ConsumerID)+48*len(req.Items))
-	b = append(b, `{"op":"inbox.ack","req":{"checkpoint_cursor":`...)
-	if b, ok = appendJCSStringPtr(b, req.CheckpointCursor); !ok {
-		return "", false
-	}
-	b = append(b, `,"consumer_id":`...)
-	if b, ok = appendJCSString(b, req.ConsumerID); !ok {
-		return "", false
-	}
-	b = append(b, `,"items":`...)
-	b = append(b, '[') // a nil slice too: Fingerprint marshals it as []
+	w := jcsWriter{b: make([]byte, 0, 128+len(req.ConsumerID)+48*len(req.Items)), ok: true}
+	w.raw(`{"op":"inbox.ack","req":{"checkpoint_cursor":`)
+	w.stringPtr(req.CheckpointCursor)
+	w.raw(`,"consumer_id":`)
+	w.string(req.ConsumerID)
+	w.raw(`,"items":[`) // a nil slice too: Fingerprint marshals it as []
 	for i, e := range req.Items {
 		if i > 0 {
-			b = append(b, ',')
+			w.raw(",")
 		}
-		b = append(b, `{"item_id":`...)
-		if b, ok = appendJCSString(b, e.ItemID); !ok {
-			return "", false
-		}
-		b = append(b, `,"stage":`...)
-		if b, ok = appendJCSString(b, string(e.Stage)); !ok {
-			return "", false
-		}
-		b = append(b, '}')
+		w.raw(`{"item_id":`)
+		w.string(e.ItemID)
+		w.raw(`,"stage":`)
+		w.string(string(e.Stage))
+		w.raw("}")
 	}
-	b = append(b, ']')
-	b = append(b, "}}"...)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), true
+	w.raw("]}}")
+	return w.sum()
 }
 
-func appendJCSStrings(b []byte, ss []string) ([]byte, bool) {
-	b = append(b, '[')
+// jcsWriter writes the RFC 8785 form of a value member by member. ok turns false at the first string that
+// is not valid UTF-8, after which nothing more is written.
+type jcsWriter struct {
+	b  []byte
+	ok bool
+}
+
+// raw appends JSON text that is already in JCS form (member names, punctuation).
+func (w *jcsWriter) raw(s string) { w.b = append(w.b, s...) }
+
+// string appends a JSON string.
+func (w *jcsWriter) string(s string) {
+	if w.ok {
+		w.b, w.ok = appendJCSString(w.b, s)
+	}
+}
+
+// stringPtr appends a JSON string, or null for nil.
+func (w *jcsWriter) stringPtr(s *string) {
+	if s == nil {
+		w.raw("null")
+		return
+	}
+	w.string(*s)
+}
+
+// strings appends an array of JSON strings ([] for nil, as Fingerprint marshals it).
+func (w *jcsWriter) strings(ss []string) {
+	w.raw("[")
 	for i, s := range ss {
 		if i > 0 {
-			b = append(b, ',')
+			w.raw(",")
 		}
-		var ok bool
-		if b, ok = appendJCSString(b, s); !ok {
-			return b, false
-		}
+		w.string(s)
 	}
-	return append(b, ']'), true
+	w.raw("]")
 }
 
-func appendJCSStringPtr(b []byte, s *string) ([]byte, bool) {
-	if s == nil {
-		return append(b, "null"...), true
+// sum returns the lowercase hex SHA-256 of what was written, and whether it was all valid.
+func (w *jcsWriter) sum() (string, bool) {
+	if !w.ok {
+		return "", false
 	}
-	return appendJCSString(b, *s)
+	s := sha256.Sum256(w.b)
+	return hex.EncodeToString(s[:]), true
 }
 
 // appendJCSString appends s as RFC 8785 writes a string (ECMAScript JSON.stringify): `"` and `\` escaped,

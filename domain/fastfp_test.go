@@ -23,6 +23,18 @@ func jcsText() *rapid.Generator[string] {
 	})
 }
 
+// sameAsGeneric fails t unless the direct fingerprint (fast) accepts the request and equals the generic
+// path's (generic).
+func sameAsGeneric(t *rapid.T, name string, generic func() (string, error), fast func() (string, bool)) {
+	want, err := generic()
+	if err != nil {
+		t.Fatalf("generic path: %v", err)
+	}
+	if got, ok := fast(); !ok || got != want {
+		t.Fatalf("%s = %q, %v; generic path %q", name, got, ok, want)
+	}
+}
+
 // TestSendFingerprintMatchesJCS: the direct encoder of message.send fingerprints gives exactly the
 // fingerprint of the generic path (marshal, RFC 8785 canonicalization, SHA-256) for any normalized request,
 // and declines invalid UTF-8.
@@ -63,14 +75,7 @@ func TestSendFingerprintMatchesJCS(t *testing.T) {
 		if rapid.Bool().Draw(t, "nil slices") {
 			n.RecipientIDs, n.AttachmentIDs = nil, nil
 		}
-		want, err := Fingerprint(n)
-		if err != nil {
-			t.Fatalf("generic path: %v", err)
-		}
-		got, ok := sendFingerprint(n)
-		if !ok || got != want {
-			t.Fatalf("sendFingerprint = %q, %v; generic path %q", got, ok, want)
-		}
+		sameAsGeneric(t, "sendFingerprint", func() (string, error) { return Fingerprint(n) }, func() (string, bool) { return sendFingerprint(n) })
 	})
 	bad := normalizedSend{Subject: "\xff", Metadata: []byte("{}")}
 	if _, ok := sendFingerprint(bad); ok {
@@ -97,14 +102,7 @@ func TestAckFingerprintMatchesJCS(t *testing.T) {
 				return AckEntry{ItemID: str.Draw(t, "item"), Stage: Stage(rapid.OneOf(rapid.SampledFrom([]string{"received", "processed"}), str).Draw(t, "stage"))}
 			}), 0, 4).Draw(t, "items")
 		}
-		want, err := ackFingerprintGeneric(req)
-		if err != nil {
-			t.Fatalf("generic path: %v", err)
-		}
-		got, ok := ackFingerprint(req)
-		if !ok || got != want {
-			t.Fatalf("ackFingerprint = %q, %v; generic path %q", got, ok, want)
-		}
+		sameAsGeneric(t, "ackFingerprint", func() (string, error) { return ackFingerprintGeneric(req) }, func() (string, bool) { return ackFingerprint(req) })
 	})
 	for _, bad := range []AckRequest{{ConsumerID: "\xff"}, {Items: []AckEntry{{ItemID: "it_\xfe"}}}} {
 		if _, ok := ackFingerprint(bad); ok {

@@ -24,10 +24,21 @@ import (
 var benchLatency = dynamotest.Latency{Read: 5 * time.Millisecond, Write: 5 * time.Millisecond, Transact: 15 * time.Millisecond}
 
 // countingAPI counts the TransactWriteItems calls the store makes (retries included), its writes of the
-// watermark item and its queries (the probes above the watermark).
+// watermark item, its queries (the probes above the watermark) and its point reads (GetItem and BatchGetItem
+// requests).
 type countingAPI struct {
 	dynamo.API
-	tx, head, query atomic.Int64
+	tx, head, query, gets, batches atomic.Int64
+}
+
+func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.API.GetItem(ctx, in, o...)
+}
+
+func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.batches.Add(1)
+	return c.API.BatchGetItem(ctx, in, o...)
 }
 
 func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {

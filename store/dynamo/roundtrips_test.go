@@ -3,32 +3,13 @@ package dynamo_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/domaintest"
 	"github.com/waypost/waypost/store/dynamo"
 	"github.com/waypost/waypost/store/dynamo/dynamotest"
 )
-
-// readCounter counts the point reads the store sends: GetItem and BatchGetItem requests.
-type readCounter struct {
-	dynamo.API
-	gets, batches atomic.Int64
-}
-
-func (c *readCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets.Add(1)
-	return c.API.GetItem(ctx, in, o...)
-}
-
-func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.batches.Add(1)
-	return c.API.BatchGetItem(ctx, in, o...)
-}
 
 // TestManyKeysReadInFewRoundTrips: on DynamoDB every point read is a round trip, so the operations that
 // check many keys read them together. An inbox.ack of a 32-item page (ack_items_max on DynamoDB, whose
@@ -38,7 +19,7 @@ func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 // (max_recipients) reads the recipients in one; a memory.publish of 120 items with a blob each checks the
 // blobs in two (100 keys a request), and memory.export reads their records in two.
 func TestManyKeysReadInFewRoundTrips(t *testing.T) {
-	rc := &readCounter{}
+	rc := &countingAPI{}
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
 		srv := dynamotest.New(t)
 		rc.API = srv.Client
