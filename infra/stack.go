@@ -303,10 +303,11 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 
 	// ---- Least-privilege grants, by what each function does (SUPPLEMENT §11, docs/storage-keys.md).
 
-	// store/dynamo calls GetItem, Query (ConsistentRead) and TransactWriteItems; IAM authorizes a
-	// transaction by the actions inside it (Put, Update, Delete, ConditionCheck). No index exists, so
-	// the table ARN alone is the resource (no "<table>/index/*").
-	tableRead := []string{"dynamodb:GetItem", "dynamodb:Query"}
+	// store/dynamo calls GetItem, BatchGetItem, Query (ConsistentRead) and TransactWriteItems (dynamo.API;
+	// the stack test holds the grants to it); IAM authorizes a transaction by the actions inside it (Put,
+	// Update, Delete, ConditionCheck). No index exists, so the table ARN alone is the resource (no
+	// "<table>/index/*").
+	tableRead := []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
 	tableWrite := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"}
 	// Every S3 key the domain writes starts with spaces/ (domain/keys.go); s3:GetObject also covers
 	// HeadObject. s3:ListBucket on the bucket itself makes a HeadObject of a missing key answer 404
@@ -578,8 +579,9 @@ func NewStack(scope constructs.Construct, id string, s Settings, props *awscdk.S
 		alarms.anyAbove(fnID(name)+"ThrottlesAlarm", "function "+name+" throttles", fns[name].MetricThrottles(sum))
 	}
 	alarms.anyAbove("TableSystemErrorsAlarm", "DynamoDB system errors", table.MetricSystemErrorsForOperations(&awsdynamodb.SystemErrorsForOperationsMetricOptions{
-		Period:     awscdk.Duration_Minutes(jsii.Number(5)),
-		Operations: &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_QUERY, awsdynamodb.Operation_TRANSACT_WRITE_ITEMS},
+		Period: awscdk.Duration_Minutes(jsii.Number(5)),
+		Operations: &[]awsdynamodb.Operation{awsdynamodb.Operation_GET_ITEM, awsdynamodb.Operation_BATCH_GET_ITEM, awsdynamodb.Operation_QUERY,
+			awsdynamodb.Operation_TRANSACT_WRITE_ITEMS},
 	}))
 	addServiceAlarms(alarms, alarmTargets{api: api, table: table, dispatcher: fns[FnDispatcher], channel: service,
 		deliveryQueue: deliveryQueue})

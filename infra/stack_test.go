@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/waypost/waypost/store/dynamo"
 )
 
 // TestStack synthesizes the default stack once (with the cdk-nag aspect, as `cdk synth` does) and checks
@@ -26,6 +29,7 @@ func TestStack(t *testing.T) {
 	t.Run("QueuesAndEventSources", func(t *testing.T) { checkQueues(t, sy) })
 	t.Run("ChannelServiceWithoutNAT", func(t *testing.T) { checkNetwork(t, sy) })
 	t.Run("ChannelTaskTableAccess", func(t *testing.T) { checkChannelTable(t, sy) })
+	t.Run("FunctionsMayCallTheStore", func(t *testing.T) { checkStoreCalls(t, sy) })
 	t.Run("Schedules", func(t *testing.T) {
 		for fn, rate := range map[string]string{FnSweeper: "rate(15 minutes)", FnDeliverer: "rate(5 minutes)"} {
 			hasProps(t, sy, "AWS::Events::Rule", map[string]any{
@@ -561,13 +565,45 @@ func checkNetwork(t *testing.T, sy synthesized) {
 	}
 }
 
-// checkChannelTable: the channel task reads the table, and writes only what reading a visible head may
-// write: the watermark (UpdateItem on SH#…) and a void slot (PutItem on FD#…).
-func checkChannelTable(t *testing.T, sy synthesized) {
-	task := sy.resourcesOf("AWS::ECS::TaskDefinition")[0]
-	role := refTo(task.Props["TaskRoleArn"])
+// checkStoreCalls: every function granted the table may make every call store/dynamo makes (the methods
+// of dynamo.API; a TransactWriteItems is authorized by the item actions inside it), on any key. A call
+// added to the store without its grant would be refused on AWS only: no emulator checks IAM.
+func checkStoreCalls(t *testing.T, sy synthesized) {
+	api := reflect.TypeFor[dynamo.API]()
+	var need []string
+	for i := range api.NumMethod() {
+		if m := api.Method(i).Name; m == "TransactWriteItems" {
+			need = append(need, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem")
+		} else {
+			need = append(need, "dynamodb:"+m)
+		}
+	}
+	if !slices.Contains(need, "dynamodb:BatchGetItem") || !slices.Contains(need, "dynamodb:GetItem") {
+		t.Fatalf("dynamo.API asks for %v: the test no longer reads it", need)
+	}
+	for _, name := range []string{FnMailbox, FnMemory, FnBlobs, FnMCP, FnAdmin, FnSweeper, FnDispatcher, FnDeliverer} {
+		fn := sy.resourcesOf("AWS::Lambda::Function")
+		id := sy.logicalID(sy.stack.Functions[name])
+		var role string
+		for _, r := range fn {
+			if r.ID == id {
+				role = refTo(r.Props["Role"])
+			}
+		}
+		got := tableActions(sy, role)
+		for _, a := range need {
+			if keys, ok := got[a]; !ok || keys != "" {
+				t.Errorf("function %s: table action %s granted %v (limited to %q), want granted on every key", name, a, ok, keys)
+			}
+		}
+	}
+}
+
+// tableActions returns the table actions the policies of role allow, each with the leading keys it is
+// limited to ("" for none).
+func tableActions(sy synthesized, role string) map[string]string {
 	table := sy.resourcesOf("AWS::DynamoDB::Table")[0].ID
-	got := map[string]string{} // action → the leading keys it is limited to ("" for none)
+	got := map[string]string{}
 	for _, p := range sy.resourcesOf("AWS::IAM::Policy") {
 		if roles := list(p.Props["Roles"]); len(roles) != 1 || refTo(roles[0]) != role {
 			continue
@@ -589,7 +625,16 @@ func checkChannelTable(t *testing.T, sy synthesized) {
 			}
 		}
 	}
-	want := map[string]string{"dynamodb:GetItem": "", "dynamodb:Query": "", "dynamodb:UpdateItem": "SH#*", "dynamodb:PutItem": "FD#*"}
+	return got
+}
+
+// checkChannelTable: the channel task reads the table, and writes only what reading a visible head may
+// write: the watermark (UpdateItem on SH#…) and a void slot (PutItem on FD#…).
+func checkChannelTable(t *testing.T, sy synthesized) {
+	task := sy.resourcesOf("AWS::ECS::TaskDefinition")[0]
+	got := tableActions(sy, refTo(task.Props["TaskRoleArn"]))
+	want := map[string]string{"dynamodb:GetItem": "", "dynamodb:BatchGetItem": "", "dynamodb:Query": "",
+		"dynamodb:UpdateItem": "SH#*", "dynamodb:PutItem": "FD#*"}
 	if len(got) != len(want) {
 		t.Errorf("channel task table actions %v, want %v", got, want)
 	}
