@@ -404,16 +404,20 @@ func (s *Service) prepareUpsert(ctx context.Context, p *Principal, subID string,
 // liveSubscriptions returns the IDs in a consumer's index that still count against
 // subscriptions_per_consumer (active, other than subID), or RESOURCE_LIMIT when subID would pass the limit.
 func (s *Service) liveSubscriptions(ctx context.Context, space string, idx consumerSubs, subID string, now time.Time) ([]string, error) {
-	var live []string
+	var others []string
+	var keys []port.Key
 	for _, id := range idx.IDs {
-		if id == subID {
-			continue
+		if id != subID {
+			others, keys = append(others, id), append(keys, keySubscription(space, id))
 		}
-		other, _, ok, err := getRecord[Subscription](ctx, s.store, keySubscription(space, id))
-		if err != nil {
-			return nil, err
-		}
-		if ok && other.stateAt(now) == SubscriptionActive {
+	}
+	subs, found, err := getRecords[Subscription](ctx, s.store, keys)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for i, id := range others {
+		if found[i] && subs[i].stateAt(now) == SubscriptionActive {
 			live = append(live, id)
 		}
 	}
@@ -486,16 +490,20 @@ func (s *Service) ListSubscriptions(ctx context.Context, p *Principal) (Subscrip
 	}
 	now := s.clock.Now().UTC()
 	out := SubscriptionList{Subscriptions: []SubscriptionResult{}}
+	var own []Subscription
+	var keys []port.Key
 	for _, sub := range subs {
-		if sub.ActorID != p.ActorID || (p.ConsumerID != "" && p.ConsumerID != sub.ConsumerID) {
-			continue
+		if sub.ActorID == p.ActorID && (p.ConsumerID == "" || p.ConsumerID == sub.ConsumerID) {
+			own, keys = append(own, sub), append(keys, keySubHealth(p.SpaceID, sub.SubscriptionID))
 		}
-		h, _, _, err := getRecord[DeliveryHealth](ctx, s.store, keySubHealth(p.SpaceID, sub.SubscriptionID))
-		if err != nil {
-			return SubscriptionList{}, err
-		}
+	}
+	health, _, err := getRecords[DeliveryHealth](ctx, s.store, keys) // absent: no attempt yet, zero health
+	if err != nil {
+		return SubscriptionList{}, err
+	}
+	for i, sub := range own {
 		r := sub.result(now)
-		r.Health = &h
+		r.Health = &health[i]
 		out.Subscriptions = append(out.Subscriptions, r)
 	}
 	return out, nil
