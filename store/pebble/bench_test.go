@@ -12,6 +12,7 @@ import (
 
 	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/internal/cputime"
+	"github.com/waypost/waypost/store/kv"
 	"github.com/waypost/waypost/store/pebble"
 )
 
@@ -92,3 +93,42 @@ func benchCommit(b *testing.B, goroutines int, opts pebble.Options) {
 
 // BenchmarkCommitNoSync is BenchmarkCommit at 32 goroutines without fsync: the CPU cost of a commit.
 func BenchmarkCommitNoSync(b *testing.B) { benchCommit(b, 32, pebble.Options{NoSync: true}) }
+
+// BenchmarkGetMany reads 50 keys of which 10 exist, as an ack's receipts are read, from a store of 20,000
+// items: GetMany (one iterator, prefix seeks) against a Get per key.
+func BenchmarkGetMany(b *testing.B) {
+	s, err := pebble.Open(filepath.Join(b.TempDir(), "items"), pebble.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := 0; i < 20000; i += 100 {
+		var ops []port.Op
+		for j := i; j < i+100; j++ {
+			ops = append(ops, port.Put(port.Item{Key: port.Key{PK: "RC#bench", SK: fmt.Sprintf("it_%06d", j)}, Data: []byte(`{"stage":"received"}`)}, port.Cond{}))
+		}
+		if _, err := s.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	keys := make([]port.Key, 50)
+	for i := range keys {
+		keys[i] = port.Key{PK: "RC#bench", SK: fmt.Sprintf("it_%06d", 19990+i)} // the last 10 exist
+	}
+	for _, c := range []struct {
+		name string
+		get  func() ([]port.Item, []bool, error)
+	}{
+		{"GetMany", func() ([]port.Item, []bool, error) { return s.GetMany(ctx, keys) }},
+		{"GetEach", func() ([]port.Item, []bool, error) { return kv.GetEach(ctx, keys, s.Get) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, found, err := c.get(); err != nil || !found[0] {
+					b.Fatalf("%v, %v", found, err)
+				}
+			}
+		})
+	}
+}

@@ -130,6 +130,17 @@ func testGetMany(t *testing.T, s port.ItemStore) {
 	if hits < 150 {
 		t.Fatalf("only %d of %d keys found", hits, len(keys))
 	}
+	// Again, now that Get has read every key (a store may answer from a cache it filled): the same answers.
+	again, againFound, err := s.GetMany(ctx, keys)
+	if err != nil {
+		t.Fatalf("GetMany again: %v", err)
+	}
+	for i := range keys {
+		if againFound[i] != found[i] || (found[i] && !sameItem(again[i], items[i])) {
+			t.Fatalf("GetMany again [%d] (%s) = %s, %v; first %s, %v", i, keys[i], show(again[i]), againFound[i], show(items[i]), found[i])
+		}
+	}
+	again[2].Data[0] = 'Y' // a cached item handed out is the caller's own
 	// Each position is the caller's own: changing one repeat changes neither the other nor the store.
 	items[240].Data[0] = 'X'
 	items[240].Attrs["n"] = "changed"
