@@ -84,12 +84,9 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 		}
 	}
 	retried := false
-	fp, ok := ackFingerprint(req)
-	if !ok {
-		var err error
-		if fp, err = ackFingerprintGeneric(req); err != nil {
-			return AckResult{}, err
-		}
+	fp, ferr := ackFingerprintOf(req)
+	if ferr != nil {
+		return AckResult{}, ferr
 	}
 	raw, published, err := s.runOnce(ctx, onceSpec{
 		key: keySubmission(p.SpaceID, p.ActorID, OpInboxAck, req.RequestID), operation: OpInboxAck, requestID: req.RequestID, fingerprint: fp,
@@ -123,6 +120,15 @@ func (s *Service) Ack(ctx context.Context, p *Principal, req AckRequest) (AckRes
 	}
 	s.notify(ctx, published)
 	return decodeResult[AckResult](raw, nil)
+}
+
+// ackFingerprintOf is the request's idempotency fingerprint: written directly (ackFingerprint), or on the
+// generic path when a string is not valid UTF-8, which reports it.
+func ackFingerprintOf(req AckRequest) (string, error) {
+	if fp, ok := ackFingerprint(req); ok {
+		return fp, nil
+	}
+	return ackFingerprintGeneric(req)
 }
 
 // ackFingerprintGeneric is the fingerprint of an ack request on the generic path (Fingerprint), which

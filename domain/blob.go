@@ -518,13 +518,14 @@ func (s *Service) referencableBlobs(ctx context.Context, p *Principal, ids []str
 		if !found[i] {
 			return nil, Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", id)
 		}
-		if b := bs[i]; b.OwnerID != p.ActorID && !p.hasBlobGrant(id) {
+		b := bs[i]
+		if b.OwnerID != p.ActorID && !p.hasBlobGrant(id) {
 			if _, rerr := s.readableBlob(ctx, p, id); rerr == nil {
 				return nil, Errorf(CodeForbidden, "re-referencing a blob needs ownership or a blob.reference grant").WithDetails("blob_id", id)
 			}
 			return nil, Errorf(CodeNotFound, "no such blob").WithDetails("blob_id", id)
 		}
-		if bs[i].State != BlobSealed {
+		if b.State != BlobSealed {
 			return nil, Errorf(CodeBlobNotSealed, "the blob is not sealed; nothing was published").WithDetails("blob_id", id)
 		}
 	}

@@ -581,15 +581,12 @@ func checkStoreCalls(t *testing.T, sy synthesized) {
 	if !slices.Contains(need, "dynamodb:BatchGetItem") || !slices.Contains(need, "dynamodb:GetItem") {
 		t.Fatalf("dynamo.API asks for %v: the test no longer reads it", need)
 	}
+	roles := map[string]string{} // function logical ID → role
+	for _, r := range sy.resourcesOf("AWS::Lambda::Function") {
+		roles[r.ID] = refTo(r.Props["Role"])
+	}
 	for _, name := range []string{FnMailbox, FnMemory, FnBlobs, FnMCP, FnAdmin, FnSweeper, FnDispatcher, FnDeliverer} {
-		fn := sy.resourcesOf("AWS::Lambda::Function")
-		id := sy.logicalID(sy.stack.Functions[name])
-		var role string
-		for _, r := range fn {
-			if r.ID == id {
-				role = refTo(r.Props["Role"])
-			}
-		}
+		role := roles[sy.logicalID(sy.stack.Functions[name])]
 		got := tableActions(sy, role)
 		for _, a := range need {
 			if keys, ok := got[a]; !ok || keys != "" {

@@ -54,8 +54,9 @@ func (s *Store) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 	return items, found, nil
 }
 
-// batchGet reads at most BatchGetMax distinct keys, asking again for those DynamoDB leaves unprocessed, and
-// returns the items found by key. Transient failures of a request are retried as every call is (call).
+// batchGet reads at most BatchGetMax distinct keys and returns the items found by key. Keys DynamoDB leaves
+// unprocessed are a transient failure of the request, retried (only those keys) as every request is
+// (Store.retry), within the same budget as transient errors.
 func (s *Store) batchGet(ctx context.Context, keys []port.Key) (map[port.Key]port.Item, error) {
 	asked := make(map[port.Key]bool, len(keys))
 	pending := make([]map[string]types.AttributeValue, len(keys))
@@ -64,22 +65,13 @@ func (s *Store) batchGet(ctx context.Context, keys []port.Key) (map[port.Key]por
 		pending[i] = keyAV(k)
 	}
 	out := make(map[port.Key]port.Item, len(keys))
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt > 0 {
-			if attempt > s.opts.Retries {
-				return nil, fmt.Errorf("%w: %d keys still unprocessed after %d requests", port.ErrUnavailable, len(pending), attempt)
-			}
-			if err := s.sleep(ctx, attempt-1); err != nil {
-				return nil, err
-			}
-		}
-		in := &dynamodb.BatchGetItemInput{
+	err := s.retry(ctx, func() (bool, error) {
+		res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 			RequestItems:           map[string]types.KeysAndAttributes{s.table: {Keys: pending, ConsistentRead: aws.Bool(true)}},
 			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-		}
-		res, err := call(ctx, s, in, s.api.BatchGetItem)
+		})
 		if err != nil {
-			return nil, err
+			return transient(err), err
 		}
 		returned, unprocessed := res.Responses[s.table], res.UnprocessedKeys[s.table].Keys
 		// The estimate charges each key read as its GetItem would be (at least one unit, then one per 4 KB):
@@ -92,10 +84,10 @@ func (s *Store) batchGet(ctx context.Context, keys []port.Key) (map[port.Key]por
 			}
 			it, err := decodeItem(av)
 			if err != nil {
-				return nil, err
+				return false, err
 			}
 			if !asked[it.Key] {
-				return nil, fmt.Errorf("%w: BatchGetItem returned %s, which was not asked for", kv.ErrCorrupt, it.Key)
+				return false, fmt.Errorf("%w: BatchGetItem returned %s, which was not asked for", kv.ErrCorrupt, it.Key)
 			}
 			out[it.Key] = it
 		}
@@ -104,7 +96,13 @@ func (s *Store) batchGet(ctx context.Context, keys []port.Key) (map[port.Key]por
 			cc = append(cc, &res.ConsumedCapacity[i])
 		}
 		s.report(Usage{Operation: "BatchGetItem", Items: len(returned), ReadUnits: units}, cc...)
-		pending = unprocessed
+		if pending = unprocessed; len(pending) > 0 {
+			return true, fmt.Errorf("%d keys left unprocessed", len(pending))
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"syscall"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -64,10 +63,11 @@ func transient(err error) bool {
 	return errors.As(err, &oe) // no response at all: connection refused, reset, timeout
 }
 
-// lostBody reports whether err says that reading a response's body failed on the connection.
+// lostBody reports whether err says that reading a response's body failed on the connection: a network
+// error (closed, reset, timed out) or a body cut short.
 func lostBody(err error) bool {
 	var op *net.OpError
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &op)
+	return errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // retry calls fn until it succeeds, fails for good (fn reports retry false), or Options.Retries retries

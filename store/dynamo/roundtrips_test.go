@@ -41,35 +41,35 @@ func TestManyKeysReadInFewRoundTrips(t *testing.T) {
 	}
 	other := f.OtherProcess()
 	p := domaintest.Must[*domain.Principal](t)(other.Authenticate(context.Background(), reader.Token))
-	rc.gets.Store(0)
-	rc.batches.Store(0)
-	res, err := other.Ack(context.Background(), p, req)
-	if err != nil {
-		t.Fatalf("ack: %v", err)
-	}
-	for _, r := range res.Receipts {
-		if !r.Changed || r.Stage != domain.StageReceived {
-			t.Fatalf("receipt %+v", r)
+	// wants fails t unless what do does makes `batches` BatchGetItem requests and at most maxGets GetItem.
+	wants := func(what string, batches, maxGets int64, do func()) {
+		t.Helper()
+		rc.gets.Store(0)
+		rc.batches.Store(0)
+		do()
+		g, b := rc.gets.Load(), rc.batches.Load()
+		t.Logf("%s: %d GetItem and %d BatchGetItem requests", what, g, b)
+		if b != batches || g > maxGets {
+			t.Fatalf("%s: %d GetItem and %d BatchGetItem requests; want %d batches, at most %d other reads", what, g, b, batches, maxGets)
 		}
 	}
-	gets, batches := rc.gets.Load(), rc.batches.Load()
-	t.Logf("inbox.ack of 32 items: %d GetItem and %d BatchGetItem requests", gets, batches)
-	if batches != 2 || gets > 8 {
-		t.Fatalf("inbox.ack of 32 items: %d GetItem and %d BatchGetItem requests; want the items and receipts in 2 batches, at most 8 other reads", gets, batches)
-	}
+	wants("inbox.ack of 32 items (the items and receipts)", 2, 8, func() {
+		res, err := other.Ack(context.Background(), p, req)
+		if err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		for _, r := range res.Receipts {
+			if !r.Changed || r.Stage != domain.StageReceived {
+				t.Fatalf("receipt %+v", r)
+			}
+		}
+	})
 
 	var to []string
 	for range 32 {
 		to = append(to, c.Actor(sp.SpaceID))
 	}
-	rc.gets.Store(0)
-	rc.batches.Store(0)
-	c.Send(sender.P, "to many", to...)
-	gets, batches = rc.gets.Load(), rc.batches.Load()
-	t.Logf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests", gets, batches)
-	if batches != 1 || gets > 8 {
-		t.Fatalf("message.send to 32 recipients: %d GetItem and %d BatchGetItem requests; want the recipients in 1 batch, at most 8 other reads", gets, batches)
-	}
+	wants("message.send to 32 recipients", 1, 8, func() { c.Send(sender.P, "to many", to...) })
 
 	coll := domaintest.Must[domain.CollectionResult](t)(f.Svc.CreateCollection(context.Background(), sp.SpaceID,
 		domain.CreateCollectionRequest{RequestID: "coll", SourceActorID: sender.ActorID, Scope: "notes"}))
@@ -79,21 +79,14 @@ func TestManyKeysReadInFewRoundTrips(t *testing.T) {
 		items = append(items, domain.MemoryItemInput{ItemID: fmt.Sprintf("n%03d", i), BlobID: blob, Path: fmt.Sprintf("notes/%03d.txt", i)})
 	}
 	zero := int64(0)
-	rc.gets.Store(0)
-	rc.batches.Store(0)
-	domaintest.Must[domain.MemoryPublishResult](t)(f.Svc.PublishMemory(context.Background(), sender.P, coll.CollectionID,
-		domain.MemoryPublishRequest{RequestID: "pub", ExpectedRevision: &zero, Mode: "snapshot", Items: items}))
-	gets, batches = rc.gets.Load(), rc.batches.Load()
-	t.Logf("memory.publish of 120 items: %d GetItem and %d BatchGetItem requests", gets, batches)
-	if batches != 2 || gets > 12 {
-		t.Fatalf("memory.publish of 120 items: %d GetItem and %d BatchGetItem requests; want the blobs in 2 batches, at most 12 other reads", gets, batches)
-	}
-	rc.gets.Store(0)
-	rc.batches.Store(0)
-	ex := domaintest.Must[domain.MemoryExport](t)(f.Svc.ExportMemory(context.Background(), sender.P, coll.CollectionID, nil))
-	gets, batches = rc.gets.Load(), rc.batches.Load()
-	t.Logf("memory.export of 120 items: %d GetItem and %d BatchGetItem requests", gets, batches)
-	if len(ex.Items) != 120 || batches != 2 || gets > 12 {
-		t.Fatalf("memory.export of %d items: %d GetItem and %d BatchGetItem requests; want 120 items, their blobs in 2 batches, at most 12 other reads", len(ex.Items), gets, batches)
-	}
+	wants("memory.publish of 120 items (their blobs)", 2, 12, func() {
+		domaintest.Must[domain.MemoryPublishResult](t)(f.Svc.PublishMemory(context.Background(), sender.P, coll.CollectionID,
+			domain.MemoryPublishRequest{RequestID: "pub", ExpectedRevision: &zero, Mode: "snapshot", Items: items}))
+	})
+	wants("memory.export of 120 items (their blobs)", 2, 12, func() {
+		ex := domaintest.Must[domain.MemoryExport](t)(f.Svc.ExportMemory(context.Background(), sender.P, coll.CollectionID, nil))
+		if len(ex.Items) != 120 {
+			t.Fatalf("memory.export of %d items, want 120", len(ex.Items))
+		}
+	})
 }

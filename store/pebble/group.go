@@ -270,10 +270,16 @@ func (s *Store) readDB(key []byte) ([]byte, bool, error) {
 		}
 		s.reader = it
 	}
-	if !s.reader.SeekPrefixGE(key) || !bytes.Equal(s.reader.Key(), key) {
-		return nil, false, mapErr(s.reader.Error())
+	return seekValue(s.reader, key)
+}
+
+// seekValue reads key's value through it, an iterator opened with UseL6Filters: one prefix seek, which the
+// tables' Bloom filters answer for an absent key. The value is valid until the iterator moves.
+func seekValue(it *pdb.Iterator, key []byte) ([]byte, bool, error) {
+	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+		return nil, false, mapErr(it.Error())
 	}
-	val, err := s.reader.ValueAndErr()
+	val, err := it.ValueAndErr()
 	if err != nil {
 		return nil, false, mapErr(err)
 	}

@@ -366,7 +366,7 @@ func (s *Store) ReservesSequences() bool { return false }
 func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) {
 	items, found, err := s.getMany(ctx, []port.Key{key})
 	if err != nil {
-		return port.Item{}, false, fmt.Errorf("pebble: get %s: %w", key, err)
+		return port.Item{}, false, fmt.Errorf("pebble: get: %w", err) // a failed read names its key
 	}
 	return items[0], found[0], nil
 }
@@ -426,12 +426,9 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 		}
 		defer iter.Close()
 		lookup = func(i int) (port.Item, bool, error) {
-			if !iter.SeekPrefixGE(encoded[i]) || !bytes.Equal(iter.Key(), encoded[i]) {
-				return port.Item{}, false, mapErr(iter.Error())
-			}
-			val, err := iter.ValueAndErr()
-			if err != nil {
-				return port.Item{}, false, mapErr(err)
+			val, ok, err := seekValue(iter, encoded[i])
+			if !ok || err != nil {
+				return port.Item{}, false, err
 			}
 			it, err := decodeValue(keys[i], val)
 			return it, err == nil, err
@@ -461,17 +458,17 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 	return items, found, nil
 }
 
-// readCacheMax bounds the items Get keeps.
+// readCacheMax bounds the items Get and GetMany keep.
 const readCacheMax = 4096
 
 // readCache holds items Get found, by encoded key, as of the durable view: publishView applies every group's
 // writes to the keys it holds when it publishes the group's view, so a hit is what a read of the view would
 // return. The items that authentication and most operations read (actors, tokens, consumers, spaces) are
 // read from the database once while they stay unchanged. Only items found are kept: absent keys are mostly
-// keys about to be written. Get's callers get copies.
+// keys about to be written. The callers of Get and GetMany get copies.
 type readCache map[string]cachedItem
 
-// cachedItem is an item Get found.
+// cachedItem is an item Get or GetMany found.
 type cachedItem port.Item
 
 // share returns a copy of the item for a caller of Get, who may change it.
