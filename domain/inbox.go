@@ -25,6 +25,15 @@ type Page struct {
 	CheckpointCursor *string `json:"checkpoint_cursor"`
 }
 
+// inboxEntryPut writes the copy of feed item seq (its encoded data) in actor's inbox. It carries no
+// condition: every writer of an inbox entry puts the feed slot of the same seq, guarded by NotExists, in the
+// same transaction (port.Sequence), so the slot's condition already proves the entry absent, and the
+// embedded store does not read the key again to check it (one read less per recipient of a send and per
+// receipt of an ack). docs/decisions.md, "The inbox entry's condition".
+func inboxEntryPut(space, actor string, seq uint64, data []byte) port.Op {
+	return port.Put(port.Item{Key: keyInbox(space, actor, seq), Data: data}, port.Cond{})
+}
+
 // feedScope is what a consumer may read right now: the consumer, its view and filter, and the principal's
 // rights, fixed for one request.
 type feedScope struct {

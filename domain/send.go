@@ -455,7 +455,9 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()))
 				fiData := encode(fi)
 				for _, r := range fixed.RecipientIDs {
-					ops = append(ops, port.Put(port.Item{Key: keyInbox(p.SpaceID, r, seq), Data: fiData}, port.NotExists()))
+					// No condition: the inbox entry is keyed by seq, whose feed slot the op above puts if absent
+					// (inboxEntryPut).
+					ops = append(ops, inboxEntryPut(p.SpaceID, r, seq, fiData))
 				}
 				for i, b := range n.AttachmentIDs {
 					if slices.Contains(n.AttachmentIDs[:i], b) {
