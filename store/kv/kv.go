@@ -34,7 +34,9 @@ import (
 )
 
 // View is an adapter's state as one transaction sees it. Get may return an item shared with the store: Commit
-// never modifies it. Put receives an item Commit owns (already copied). Errors are storage failures.
+// never modifies it. Put receives the transaction's item as Build returned it, shared with the caller: a
+// View that keeps it copies what it keeps (CloneItem), once, in the form it stores. Errors are storage
+// failures.
 type View interface {
 	// Get returns the item at k and whether it exists.
 	Get(k port.Key) (port.Item, bool, error)
@@ -219,7 +221,7 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 	for i, op := range ops {
 		switch op.Kind {
 		case port.OpPut:
-			err = v.Put(CloneItem(op.Item))
+			err = v.Put(op.Item)
 		case port.OpDelete:
 			err = v.Delete(op.Item.Key)
 		}

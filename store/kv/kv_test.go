@@ -38,7 +38,7 @@ func (v *mapView) Put(it port.Item) error {
 	if v.puts == v.failPut {
 		return errors.New("disk on fire")
 	}
-	v.items[it.Key] = it
+	v.items[it.Key] = kv.CloneItem(it) // the caller's memory (kv.View)
 	return nil
 }
 

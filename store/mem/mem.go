@@ -121,6 +121,7 @@ func (v view) Get(k port.Key) (port.Item, bool, error) {
 }
 
 func (v view) Put(it port.Item) error {
+	it = kv.CloneItem(it) // the caller's memory (kv.View)
 	p := v.s.parts[it.PK]
 	if p == nil {
 		p = &partition{items: make(map[string]port.Item)}

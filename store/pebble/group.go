@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -308,7 +309,14 @@ func (v *txView) Put(it port.Item) error {
 			return err
 		}
 	}
-	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: encodeValue(it), item: it})
+	// The write keeps the item as stored, not the caller's memory (kv.View): its data is the tail of the
+	// encoded value, which nothing modifies, its attributes a copy.
+	val := encodeValue(it)
+	kept := port.Item{Key: it.Key, Attrs: maps.Clone(it.Attrs)}
+	if it.Data != nil {
+		kept.Data = val[len(val)-len(it.Data) : len(val) : len(val)]
+	}
+	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: val, item: kept})
 	return nil
 }
 
