@@ -443,10 +443,9 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 					ThreadID: &thread, CommittedAt: now,
 					Data: encode(MessageItemData{MessageID: msgID, Kind: n.Kind, Subject: n.Subject, InReplyTo: n.InReplyTo, AttachmentCount: len(n.AttachmentIDs)})}
 				published = port.Published{SpaceID: p.SpaceID, VisibleSeq: seq, ItemID: fi.ItemID}
-				ops := []port.Op{
-					port.Put(item(key, committed, attrState, string(StateCommitted)), subCond),
-					genCheck(p),
-				}
+				// submission, generation check, thread, message, feed slot, then an op per recipient and attachment
+				ops := make([]port.Op, 0, 5+len(fixed.RecipientIDs)+len(n.AttachmentIDs))
+				ops = append(ops, port.Put(item(key, committed, attrState, string(StateCommitted)), subCond), genCheck(p))
 				if threadOp != nil {
 					ops = append(ops, *threadOp)
 				}
