@@ -28,6 +28,12 @@ func encodeKey(k port.Key) []byte {
 	return appendKey(make([]byte, 0, binary.MaxVarintLen64+len(k.PK)+len(k.SK)), k)
 }
 
+// keyString returns encodeKey(k) as a string, built on the stack for keys of usual length.
+func keyString(k port.Key) string {
+	var buf [192]byte
+	return string(appendKey(buf[:0], k))
+}
+
 func appendKey(b []byte, k port.Key) []byte {
 	b = binary.AppendUvarint(b, uint64(len(k.PK)))
 	b = append(b, k.PK...)

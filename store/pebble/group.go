@@ -127,7 +127,12 @@ func (s *Store) evaluate(g *group, r *request) {
 		r.err = err
 		return
 	}
-	v := &txView{s: s, g: g, inflight: s.inflight, hot: s.hot}
+	v := &s.txv
+	*v = txView{s: s, g: g, inflight: s.inflight, hot: s.hot, writes: v.writes[:0]}
+	defer func() {
+		clear(v.writes) // the buffer is kept for the next commit, not what it held
+		*v = txView{writes: v.writes[:0]}
+	}()
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -316,7 +321,7 @@ func (v *txView) Put(it port.Item) error {
 	if it.Data != nil {
 		kept.Data = val[len(val)-len(it.Data) : len(val) : len(val)]
 	}
-	v.writes = append(v.writes, write{key: string(encodeKey(it.Key)), val: val, item: kept})
+	v.writes = append(v.writes, write{key: keyString(it.Key), val: val, item: kept})
 	return nil
 }
 
@@ -326,6 +331,6 @@ func (v *txView) Delete(k port.Key) error {
 			return err
 		}
 	}
-	v.writes = append(v.writes, write{key: string(encodeKey(k)), del: true})
+	v.writes = append(v.writes, write{key: keyString(k), del: true})
 	return nil
 }

@@ -157,6 +157,7 @@ type Store struct {
 	hot      hotCache
 	tail     *group        // the last group evaluated: the next one is made durable after it
 	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB)
+	txv      txView        // the view of the commit being evaluated, its writes buffer reused from one to the next
 
 	viewMu     sync.Mutex // guards view, viewClosed and found
 	view       *snapView  // the snapshot after the last durable group
