@@ -449,10 +449,10 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				if threadOp != nil {
 					ops = append(ops, *threadOp)
 				}
+				fiData := encode(fi) // the feed slot's and every inbox entry's data, encoded once
 				ops = append(ops,
 					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
-					port.Put(item(keyFeed(p.SpaceID, seq), fi), port.NotExists()))
-				fiData := encode(fi)
+					port.Put(port.Item{Key: keyFeed(p.SpaceID, seq), Data: fiData}, port.NotExists()))
 				for _, r := range fixed.RecipientIDs {
 					// No condition: the inbox entry is keyed by seq, whose feed slot the op above puts if absent
 					// (inboxEntryPut).
