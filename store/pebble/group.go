@@ -217,7 +217,22 @@ func (s *Store) write(b *pdb.Batch) error {
 	if err := s.journal.sync(); err != nil {
 		return err
 	}
-	return mapErr(b.Commit(pdb.NoSync))
+	return mapErr(s.memKeys.apply(batchKeys(b), func() error { return b.Commit(pdb.NoSync) }))
+}
+
+// batchKeys calls add with the key of every record in b, deletions included (a deletion in the memtable
+// hides an older value in the tables).
+func batchKeys(b *pdb.Batch) func(add func(key []byte)) {
+	return func(add func(key []byte)) {
+		r := b.Reader()
+		for {
+			_, key, _, ok, err := r.Next()
+			if !ok || err != nil {
+				return // a batch the store built; pebble's apply reports what is wrong with it
+			}
+			add(key)
+		}
+	}
 }
 
 // txView is one commit's view for kv.Commit: its own buffered writes, then its group's, then those of the
@@ -267,6 +282,19 @@ func (v *txView) Get(k port.Key) (port.Item, bool, error) {
 // before it was created; the groups applied since are still in inflight, which txView.Get consults first.
 // The value is valid until the next read.
 func (s *Store) readDB(key []byte) ([]byte, bool, error) {
+	if s.reader == nil && s.durable == nil {
+		s.inMem = s.memKeys.snapshot() // before the iterators (memKeys)
+	}
+	if !s.inMem.mayHold(key) {
+		if s.durable == nil {
+			it, err := s.db.NewIter(&pdb.IterOptions{UseL6Filters: true, OnlyReadGuaranteedDurable: true})
+			if err != nil {
+				return nil, false, mapErr(err)
+			}
+			s.durable = it
+		}
+		return seekValue(s.durable, key)
+	}
 	if s.reader == nil {
 		// UseL6Filters: pebble skips the bottom level's Bloom filters unless asked, and reads a data block
 		// instead, which costs more than the filter for keys that are absent.
@@ -294,10 +322,13 @@ func seekValue(it *pdb.Iterator, key []byte) ([]byte, bool, error) {
 
 // closeReader closes the committer's read iterator, if any, at the end of a group's evaluation.
 func (s *Store) closeReader() {
-	if s.reader != nil {
-		_ = s.reader.Close()
-		s.reader = nil
+	for _, it := range []**pdb.Iterator{&s.reader, &s.durable} {
+		if *it != nil {
+			_ = (*it).Close()
+			*it = nil
+		}
 	}
+	s.inMem = memKeysView{}
 }
 
 // pending returns the item a buffered write leaves (shared: kv.Commit never modifies what Get returns).

@@ -34,6 +34,10 @@
 //     and be woken by — then applies the batch to pebble's memtable (only then: a memtable flush must never
 //     take a batch whose record is not durable) and answers the group's callers.
 //
+// The committer's reads of keys that no memtable still holds — memKeys keeps Bloom filters of the keys
+// applied since the journal's last flush — go to the tables only, whose Bloom filters answer for an absent
+// key without the walk down pebble's filterless memtable skiplist.
+//
 // A lone commit thus runs in its caller's goroutine from start to end. Under load, one caller evaluates the
 // next group while the previous group waits for its fsync, so a group holds every commit that arrived during
 // the previous sync: one fsync per group.
@@ -141,6 +145,7 @@ type Store struct {
 	db      *pdb.DB
 	lock    *pdb.Lock
 	journal *journal // the write-ahead log, written by the caller making a group durable
+	memKeys *memKeys // which keys may be in a memtable not yet flushed (the committer's reads)
 	max     int
 	log     *slog.Logger
 	// onBatch is Options.OnBatch (nil: none).
@@ -156,7 +161,9 @@ type Store struct {
 	inflight []*group // evaluated, not known to be applied yet; oldest first
 	hot      hotCache
 	tail     *group        // the last group evaluated: the next one is made durable after it
-	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB)
+	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB), memtables included
+	durable  *pdb.Iterator // the same, of the tables only, for keys memKeys says no memtable holds
+	inMem    memKeysView   // memKeys when the group's reads began
 	txv      txView        // the view of the commit being evaluated, its writes buffer reused from one to the next
 
 	viewMu     sync.Mutex // guards view, viewClosed and found
@@ -233,20 +240,21 @@ func Open(dir string, opts Options) (*Store, error) {
 	if segSize <= 0 {
 		segSize = segmentSize
 	}
+	mk := newMemKeys()
 	j, err := openJournal(dir, segSize, opts.NoSync, opts.Logger, func(repr []byte) error {
 		b := db.NewBatch()
 		defer b.Close()
 		if err := b.SetRepr(slices.Clone(repr)); err != nil {
 			return err
 		}
-		return db.Apply(b, pdb.NoSync)
-	}, db.Flush)
+		return mk.apply(batchKeys(b), func() error { return db.Apply(b, pdb.NoSync) })
+	}, func() error { return mk.flush(db.Flush) })
 	if err != nil {
 		_ = db.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, journal: j, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
+	s := &Store{db: db, lock: lock, journal: j, memKeys: mk, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
 		found: make(readCache), onBatch: opts.OnBatch}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
