@@ -96,10 +96,11 @@ func (s *Store) lead() {
 	s.mu.Unlock()
 
 	for len(s.inflight) > 0 && s.inflight[0].applied.Load() {
+		s.recycleWrites(s.inflight[0].writes)
 		s.inflight[0] = nil
 		s.inflight = s.inflight[1:]
 	}
-	g := &group{reqs: reqs, writes: make(map[string]write), synced: make(chan struct{})}
+	g := &group{reqs: reqs, writes: s.writesMap(), synced: make(chan struct{})}
 	if s.tail != nil {
 		g.prevSynced = s.tail.synced
 	}
@@ -120,6 +121,32 @@ func (s *Store) lead() {
 
 	s.makeDurable(g)
 }
+
+// writesMap returns an empty map for a group's writes, one a group applied earlier used when there is one:
+// a map keeps the room it grew to, and a group's map grows to hold every write of its commits.
+func (s *Store) writesMap() map[string]write {
+	if n := len(s.freeWrites); n > 0 {
+		m := s.freeWrites[n-1]
+		s.freeWrites = s.freeWrites[:n-1]
+		return m
+	}
+	return make(map[string]write)
+}
+
+// recycleWrites keeps the writes map of a group that is applied (nothing reads it any more: the committer
+// read it while the group was in flight, publishView before the group was marked applied), unless it grew
+// large or enough are kept.
+func (s *Store) recycleWrites(m map[string]write) {
+	if len(m) > maxRecycledWrites || len(s.freeWrites) >= 4 {
+		return
+	}
+	clear(m)
+	s.freeWrites = append(s.freeWrites, m)
+}
+
+// maxRecycledWrites bounds the maps recycleWrites keeps: a map never shrinks, and a rare large group should
+// not pin its room.
+const maxRecycledWrites = 4096
 
 // evaluate runs one commit against the indexed view and, when it succeeds, adds its writes to the group.
 func (s *Store) evaluate(g *group, r *request) {

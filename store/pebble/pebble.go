@@ -158,13 +158,14 @@ type Store struct {
 	active     sync.WaitGroup // commits not answered yet, checkpoints not done
 
 	// Owned by the caller holding the committer role (handed over under mu).
-	inflight []*group // evaluated, not known to be applied yet; oldest first
-	hot      hotCache
-	tail     *group        // the last group evaluated: the next one is made durable after it
-	reader   *pdb.Iterator // the committer's reads of the group being evaluated (readDB), memtables included
-	durable  *pdb.Iterator // the same, of the tables only, for keys memKeys says no memtable holds
-	inMem    memKeysView   // memKeys when the group's reads began
-	txv      txView        // the view of the commit being evaluated, its writes buffer reused from one to the next
+	inflight   []*group // evaluated, not known to be applied yet; oldest first
+	hot        hotCache
+	tail       *group             // the last group evaluated: the next one is made durable after it
+	reader     *pdb.Iterator      // the committer's reads of the group being evaluated (readDB), memtables included
+	durable    *pdb.Iterator      // the same, of the tables only, for keys memKeys says no memtable holds
+	inMem      memKeysView        // memKeys when the group's reads began
+	txv        txView             // the view of the commit being evaluated, its writes buffer reused from one to the next
+	freeWrites []map[string]write // emptied writes maps of applied groups, for the next groups (writesMap)
 
 	viewMu     sync.Mutex // guards view, viewClosed and found
 	view       *snapView  // the snapshot after the last durable group
