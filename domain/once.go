@@ -109,7 +109,7 @@ func decodeResult[T any](raw json.RawMessage, err error) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	if uerr := json.Unmarshal(raw, &v); uerr != nil {
+	if uerr := decodeStored(raw, &v); uerr != nil {
 		return v, fmt.Errorf("decoding stored result: %w", uerr)
 	}
 	return v, nil

@@ -111,8 +111,32 @@ func TestRecordJSONMatchesEncodingJSON(t *testing.T) {
 			if got := encode(v); !bytes.Equal(got, want) {
 				t.Fatalf("encode(%T):\n got %s\nwant %s", v, got, want)
 			}
+			sameDecoding(t, want, reflect.TypeOf(v))
 		}
 	})
+}
+
+// sameDecoding fails t unless decodeStored decodes data into a value of type typ as json.Unmarshal does.
+func sameDecoding(t interface{ Fatalf(string, ...any) }, data []byte, typ reflect.Type) {
+	want, got := reflect.New(typ), reflect.New(typ)
+	werr, gerr := json.Unmarshal(data, want.Interface()), decodeStored(data, got.Interface())
+	if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(want.Elem().Interface(), got.Elem().Interface()) {
+		t.Fatalf("decodeStored(%s) into %v:\n got %#v (%v)\nwant %#v (%v)", data, typ, got.Elem().Interface(), gerr, want.Elem().Interface(), werr)
+	}
+}
+
+// TestDecodeStoredAsLenientAsEncodingJSON: what encoding/json accepted in a stored record — a repeated name
+// (the last wins), invalid UTF-8 (replaced), unknown members, null — decodeStored accepts alike.
+func TestDecodeStoredAsLenientAsEncodingJSON(t *testing.T) {
+	for _, data := range []string{
+		`{"item_id":"a","item_id":"b","data":{"x":1,"x":2}}`,
+		"{\"item_id\":\"\xff\xfe\",\"recipient_ids\":[\"\xc3\"]}",
+		`{"item_id":"a","unknown":{"deep":[1,2,3]},"thread_id":null,"recipient_ids":null}`,
+		`{"resource_version":12,"committed_at":"2026-12-01T10:00:00.5+01:00"}`,
+	} {
+		sameDecoding(t, []byte(data), reflect.TypeFor[FeedItem]())
+	}
+	sameDecoding(t, []byte(`{"message_id":"m","body":{"text":"a\u2028b"},"body_inline":true,"metadata":{"k":"v","k":"w"}}`), reflect.TypeFor[storedMessage]())
 }
 
 // TestRecordJSONFastPath: the records of a send and an acknowledgement as the service writes them take the
