@@ -454,8 +454,6 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
 					port.Put(port.Item{Key: keyFeed(p.SpaceID, seq), Data: fiData}, port.NotExists()))
 				for _, r := range fixed.RecipientIDs {
-					// No condition: the inbox entry is keyed by seq, whose feed slot the op above puts if absent
-					// (inboxEntryPut).
 					ops = append(ops, inboxEntryPut(p.SpaceID, r, seq, fiData))
 				}
 				for i, b := range n.AttachmentIDs {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/waypost/waypost/domain"
@@ -12,45 +11,16 @@ import (
 	"github.com/waypost/waypost/domain/port"
 )
 
-// opsStore records the ops and the sequence of every transaction that commits.
-type opsStore struct {
-	port.ItemStore
-	mu  sync.Mutex
-	txs []recordedTx
-}
-
-type recordedTx struct {
-	seq *port.Sequence
-	ops []port.Op
-}
-
-func (s *opsStore) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
-	var ops []port.Op
-	build := tx.Build
-	tx.Build = func(first uint64) ([]port.Op, error) {
-		var err error
-		ops, err = build(first)
-		return ops, err
-	}
-	first, err := s.ItemStore.Commit(ctx, tx)
-	if err == nil {
-		s.mu.Lock()
-		s.txs = append(s.txs, recordedTx{seq: tx.Seq, ops: ops})
-		s.mu.Unlock()
-	}
-	return first, err
-}
-
 // TestInboxEntryRestsOnItsFeedSlot: an inbox entry is put without a condition of its own (the embedded store
 // would read its key again to check one) because the transaction that puts it also puts the feed slot of the
 // same seq if absent — for a send's recipients and an ack's receipts alike; and a send whose feed slot is
 // taken publishes nothing, so no inbox entry is ever written over.
 func TestInboxEntryRestsOnItsFeedSlot(t *testing.T) {
-	rec := &opsStore{}
+	rec := domaintest.NewRecorder()
+	var store port.ItemStore
 	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
-		b := domaintest.MemBackend(t)
-		rec.ItemStore = b.Store
-		b.Store = rec
+		b := rec.Wrap(domaintest.MemBackend(t))
+		store = b.Store
 		return b
 	}, nil)
 	sp := f.Space()
@@ -63,8 +33,8 @@ func TestInboxEntryRestsOnItsFeedSlot(t *testing.T) {
 	}
 
 	entries := 0
-	for _, tx := range rec.txs {
-		for _, op := range tx.ops {
+	for _, tx := range rec.Txs() {
+		for _, op := range tx.Ops {
 			if op.Kind != port.OpPut || !strings.HasPrefix(op.Item.PK, "IN#") {
 				continue
 			}
@@ -72,12 +42,12 @@ func TestInboxEntryRestsOnItsFeedSlot(t *testing.T) {
 			if op.Cond.Kind != port.CondNone {
 				t.Errorf("inbox entry %s carries a condition (%v)", op.Item.Key, op.Cond.Kind)
 			}
-			if tx.seq == nil {
+			if tx.Seq == nil {
 				t.Fatalf("inbox entry %s put by a transaction without a sequence", op.Item.Key)
 			}
 			slot := false
-			for _, o := range tx.ops {
-				slot = slot || (o.Kind == port.OpPut && o.Item.Key == tx.seq.Slot(mustSlot(t, op.Item.SK)) && o.Cond.Kind == port.CondNotExists)
+			for _, o := range tx.Ops {
+				slot = slot || (o.Kind == port.OpPut && o.Item.Key == tx.Seq.Slot(mustSlot(t, op.Item.SK)) && o.Cond.Kind == port.CondNotExists)
 			}
 			if !slot {
 				t.Errorf("inbox entry %s: its transaction does not put feed slot %s if absent", op.Item.Key, op.Item.SK)
@@ -95,7 +65,7 @@ func TestInboxEntryRestsOnItsFeedSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := last + 1
-	if _, err := rec.ItemStore.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
+	if _, err := store.Commit(context.Background(), port.Tx{Build: func(uint64) ([]port.Op, error) {
 		return []port.Op{port.Put(port.Item{Key: port.Key{PK: "FD#" + sp.SpaceID, SK: port.SlotSK(next)}, Data: []byte(`{}`)}, port.NotExists())}, nil
 	}}); err != nil {
 		t.Fatal(err)
@@ -105,7 +75,7 @@ func TestInboxEntryRestsOnItsFeedSlot(t *testing.T) {
 		Body: &domain.MessageBody{Text: "third"}}); err == nil {
 		t.Fatal("a send onto a taken feed slot succeeded")
 	}
-	if _, found, err := rec.ItemStore.Get(context.Background(), port.Key{PK: "IN#" + sp.SpaceID + "#" + b.ActorID, SK: port.SlotSK(next)}); err != nil || found {
+	if _, found, err := store.Get(context.Background(), port.Key{PK: "IN#" + sp.SpaceID + "#" + b.ActorID, SK: port.SlotSK(next)}); err != nil || found {
 		t.Fatalf("inbox entry at the taken slot: found %v, %v", found, err)
 	}
 	if after, _ := f.ReadAll(b.P, b.ConsumerID, nil, 10); len(after) != len(before) {

@@ -14,11 +14,20 @@ import (
 
 // Recorder wraps a backend and remembers every item key a committed transaction put and every object
 // key the blob store stored, so that a test can check, whatever the adapter, that an operation removed
-// everything it should (space deletion) without listing the store.
+// everything it should (space deletion) without listing the store; and the committed transactions
+// themselves, for tests of what an operation writes.
 type Recorder struct {
 	mu      sync.Mutex
 	keys    map[port.Key]bool
 	objects map[string]bool
+	txs     []CommittedTx
+}
+
+// CommittedTx is a transaction that committed: its sequence (nil without one) and the ops its Build returned
+// for the committing attempt.
+type CommittedTx struct {
+	Seq *port.Sequence
+	Ops []port.Op
 }
 
 // NewRecorder returns an empty recorder.
@@ -50,6 +59,13 @@ func (r *Recorder) Keys() []port.Key {
 		return cmp.Or(strings.Compare(a.PK, b.PK), strings.Compare(a.SK, b.SK))
 	})
 	return out
+}
+
+// Txs returns the transactions committed so far, in the order they committed.
+func (r *Recorder) Txs() []CommittedTx {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.txs)
 }
 
 // Objects returns the object keys stored so far, sorted.
@@ -91,6 +107,7 @@ func (s *recordingStore) Commit(ctx context.Context, tx port.Tx) (uint64, error)
 				s.r.keys[op.Item.Key] = true
 			}
 		}
+		s.r.txs = append(s.r.txs, CommittedTx{Seq: tx.Seq, Ops: last})
 		s.r.mu.Unlock()
 	}
 	return first, err

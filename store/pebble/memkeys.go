@@ -37,7 +37,7 @@ type memKeys struct {
 
 func newMemKeys() *memKeys {
 	m := &memKeys{seed: maphash.MakeSeed()}
-	m.filters.Store(&[]*keyBloom{newKeyBloom()})
+	m.filters.Store(&[]*keyBloom{new(keyBloom)})
 	return m
 }
 
@@ -54,8 +54,9 @@ func (m *memKeys) apply(keys func(add func(key []byte)), applyBatch func() error
 // one: their keys are in tables now.
 func (m *memKeys) flush(flushMemtables func() error) error {
 	m.mu.Lock()
-	started := newKeyBloom()
-	m.filters.Store(ptr(append([]*keyBloom{started}, *m.filters.Load()...)))
+	started := new(keyBloom)
+	with := append([]*keyBloom{started}, *m.filters.Load()...)
+	m.filters.Store(&with)
 	m.mu.Unlock()
 	if err := flushMemtables(); err != nil {
 		return err
@@ -64,7 +65,8 @@ func (m *memKeys) flush(flushMemtables func() error) error {
 	defer m.mu.Unlock()
 	cur := *m.filters.Load()
 	if i := slices.Index(cur, started); i >= 0 {
-		m.filters.Store(ptr(slices.Clone(cur[:i+1])))
+		kept := slices.Clone(cur[:i+1])
+		m.filters.Store(&kept)
 	}
 	return nil
 }
@@ -103,8 +105,6 @@ const (
 	keyBloomProbes = 4
 )
 
-func newKeyBloom() *keyBloom { return new(keyBloom) }
-
 func (b *keyBloom) add(h uint64) {
 	h1, h2 := h, h>>32|1
 	for i := uint64(0); i < keyBloomProbes; i++ {
@@ -123,5 +123,3 @@ func (b *keyBloom) has(h uint64) bool {
 	}
 	return true
 }
-
-func ptr[T any](v T) *T { return &v }
