@@ -704,10 +704,13 @@ type TokenResult struct {
 	Scopes     []Scope    `json:"scopes"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	Revoked    bool       `json:"revoked,omitempty"`
+	// OAuthClientID names the OAuth client that holds the token (issued through OAuth); absent otherwise.
+	OAuthClientID string `json:"oauth_client_id,omitempty"`
 }
 
 func tokenResult(t Token, secret string) TokenResult {
-	r := TokenResult{TokenID: t.TokenID, Token: secret, ActorID: t.ActorID, Scopes: t.Scopes, ExpiresAt: t.ExpiresAt, Revoked: t.Revoked}
+	r := TokenResult{TokenID: t.TokenID, Token: secret, ActorID: t.ActorID, Scopes: t.Scopes, ExpiresAt: t.ExpiresAt, Revoked: t.Revoked,
+		OAuthClientID: t.OAuthClientID}
 	if t.ConsumerID != "" {
 		c := t.ConsumerID
 		r.ConsumerID = &c

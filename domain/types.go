@@ -187,6 +187,10 @@ type Token struct {
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 	Revoked    bool       `json:"revoked"`
 	Digest     string     `json:"digest"`
+	// OAuthClientID and OAuthGrantID name the OAuth client and the authorization (refresh family) a token
+	// was issued to through the OAuth authorization server; both are empty for a token the owner minted.
+	OAuthClientID string `json:"oauth_client_id,omitempty"`
+	OAuthGrantID  string `json:"oauth_grant_id,omitempty"`
 }
 
 // MessageBody is the immutable body of a message.

@@ -62,14 +62,15 @@ func TestNewCompilesEverySchema(t *testing.T) {
 func TestWantedSchemaSet(t *testing.T) {
 	t.Parallel()
 	want := []string{
-		"admin.actor.create.request", "admin.actor.create.response", "admin.actor.revoke.response",
+		"admin.actor.create.request", "admin.actor.create.response", "admin.actor.list.item", "admin.actor.list.response", "admin.actor.revoke.response",
 		"admin.backup.request", "admin.backup.response",
 		"admin.collection.create.request", "admin.collection.create.response",
-		"admin.consumer.create.request", "admin.consumer.response", "admin.consumer.update.request",
+		"admin.consumer.create.request", "admin.consumer.list.response", "admin.consumer.response", "admin.consumer.update.request",
 		"admin.deliveries.response", "admin.delivery.response", "admin.empty.request",
 		"admin.grant.create.request", "admin.grant.create.response", "admin.grant.revoke.response",
-		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response", "admin.space.stats.response", "admin.space.update.request",
-		"admin.token.create.request", "admin.token.response", "admin.token.revoke.response",
+		"admin.oauth.client.list.response", "admin.oauth.client.response",
+		"admin.space.create.request", "admin.space.create.response", "admin.space.get.response", "admin.space.list.response", "admin.space.stats.response", "admin.space.update.request",
+		"admin.token.create.request", "admin.token.list.item", "admin.token.list.response", "admin.token.response", "admin.token.revoke.response",
 		"blob.commit.request", "blob.info", "blob.prepare.request", "blob.prepare.response",
 		"common", "describe.response", "envelope.error", "envelope.success", "feed.item",
 		"inbox.ack.request", "inbox.ack.response", "inbox.read.request", "inbox.read.response",

@@ -331,6 +331,39 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.ListDeliveries(ctx, r.SpaceID, r.State)
 			}),
+		define(withArgs(admin("admin.space.list", "GET", "/admin/v0/spaces", "", "admin.space.list.response"), object(nil, nil)),
+			func(ctx context.Context, c Call, _ *struct{}) (any, error) {
+				return c.Svc.ListSpaces(ctx)
+			}),
+		define(withArgs(admin("admin.actor.list", "GET", adminSpace+"/actors", "", "admin.actor.list.response"), spaceArgs(nil)),
+			func(ctx context.Context, c Call, r *struct {
+				SpaceID string `json:"space_id"`
+			}) (any, error) {
+				return c.Svc.ListActors(ctx, r.SpaceID)
+			}),
+		define(withArgs(admin("admin.consumer.list", "GET", adminSpace+"/consumers", "", "admin.consumer.list.response"), spaceArgs(nil)),
+			func(ctx context.Context, c Call, r *struct {
+				SpaceID string `json:"space_id"`
+			}) (any, error) {
+				return c.Svc.ListConsumers(ctx, r.SpaceID)
+			}),
+		define(withArgs(admin("admin.token.list", "GET", adminSpace+"/tokens", "", "admin.token.list.response"), spaceArgs(nil)),
+			func(ctx context.Context, c Call, r *struct {
+				SpaceID string `json:"space_id"`
+			}) (any, error) {
+				return c.Svc.ListTokens(ctx, r.SpaceID)
+			}),
+		define(withArgs(admin("admin.oauth.client.list", "GET", "/admin/v0/oauth/clients", "", "admin.oauth.client.list.response"), object(nil, nil)),
+			func(ctx context.Context, c Call, _ *struct{}) (any, error) {
+				return c.Svc.ListOAuthClients(ctx)
+			}),
+		define(admin("admin.oauth.client.revoke", "POST", "/admin/v0/oauth/clients/{client_id}/revoke", "admin.empty.request", "admin.oauth.client.response"),
+			func(ctx context.Context, c Call, r *struct {
+				ClientID string `json:"-" path:"client_id"`
+				domain.ChangeRequest
+			}) (any, error) {
+				return c.Svc.RevokeOAuthClient(ctx, r.ClientID)
+			}),
 		define(admin("admin.delivery.redeliver", "POST", adminSpace+"/deliveries/{delivery_id}/redeliver", "admin.empty.request", "admin.delivery.response"),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace

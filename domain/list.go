@@ -1,0 +1,110 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/waypost/waypost/domain/port"
+)
+
+// The control plane's lists: what the owner's console and the OAuth consent page show. Each reads one
+// partition range; they are bounded by listMax entries.
+
+// listMax bounds every control-plane list.
+const listMax = 1000
+
+// SpaceList is the result of ListSpaces.
+type SpaceList struct {
+	Spaces []SpaceResult `json:"spaces"`
+}
+
+// ActorList is the result of ListActors.
+type ActorList struct {
+	Actors []ActorResult `json:"actors"`
+}
+
+// ConsumerList is the result of ListConsumers.
+type ConsumerList struct {
+	Consumers []ConsumerResult `json:"consumers"`
+}
+
+// TokenList is the result of ListTokens (never a secret).
+type TokenList struct {
+	Tokens []TokenResult `json:"tokens"`
+}
+
+// ListSpaces lists the deployment's spaces that are not deleted, oldest ID first.
+func (s *Service) ListSpaces(ctx context.Context) (SpaceList, error) {
+	out := SpaceList{Spaces: []SpaceResult{}}
+	for items, err := range s.pages(ctx, port.Query{PK: pkSpaces, Limit: 200}) {
+		if err != nil {
+			return SpaceList{}, fmt.Errorf("listing spaces: %w", err)
+		}
+		keys := make([]port.Key, len(items))
+		for i, it := range items {
+			keys[i] = keySpace(it.Key.SK)
+		}
+		spaces, found, err := getRecords[Space](ctx, s.store, keys)
+		if err != nil {
+			return SpaceList{}, err
+		}
+		for i, sp := range spaces {
+			if found[i] && sp.State != SpaceDeleted {
+				out.Spaces = append(out.Spaces, s.spaceResult(sp))
+			}
+		}
+		if len(out.Spaces) >= listMax {
+			break
+		}
+	}
+	return out, nil
+}
+
+// listInSpace decodes the records of one kind (sort-key prefix) of a live space.
+func listInSpace[T any](ctx context.Context, s *Service, spaceID, prefix string, each func(T)) error {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
+		return err
+	}
+	n := 0
+	for items, err := range s.pages(ctx, port.Query{PK: keySpace(spaceID).PK, After: prefix, UpTo: prefix + "\xff", Limit: 200}) {
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", prefix, err)
+		}
+		for _, it := range items {
+			v, err := decodeItem[T](it)
+			if err != nil {
+				return err
+			}
+			each(v)
+			n++
+		}
+		if n >= listMax {
+			break
+		}
+	}
+	return nil
+}
+
+// ListActors lists the actors of a space, revoked ones included (marked).
+func (s *Service) ListActors(ctx context.Context, spaceID string) (ActorList, error) {
+	out := ActorList{Actors: []ActorResult{}}
+	err := listInSpace(ctx, s, spaceID, "ACT#", func(a Actor) {
+		out.Actors = append(out.Actors, ActorResult{ActorID: a.ActorID, DisplayName: a.DisplayName, Revoked: a.Revoked})
+	})
+	return out, err
+}
+
+// ListConsumers lists the consumers of a space.
+func (s *Service) ListConsumers(ctx context.Context, spaceID string) (ConsumerList, error) {
+	out := ConsumerList{Consumers: []ConsumerResult{}}
+	err := listInSpace(ctx, s, spaceID, "CON#", func(c Consumer) { out.Consumers = append(out.Consumers, consumerResult(c)) })
+	return out, err
+}
+
+// ListTokens lists the tokens of a space without their secrets, revoked ones included (marked); a token
+// issued through OAuth names its client.
+func (s *Service) ListTokens(ctx context.Context, spaceID string) (TokenList, error) {
+	out := TokenList{Tokens: []TokenResult{}}
+	err := listInSpace(ctx, s, spaceID, "TOK#", func(t Token) { out.Tokens = append(out.Tokens, tokenResult(t, "")) })
+	return out, err
+}
