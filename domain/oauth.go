@@ -97,7 +97,9 @@ func keyOAuthGrantToken(grant, token string) port.Key {
 func keyOAuthGrantSession(grant, kind, sig string) port.Key {
 	return port.Key{PK: "OG#" + grant, SK: kind + "#" + sig}
 }
-func keyOAuthSession(kind, sig string) port.Key { return port.Key{PK: "OS#" + kind + "#" + sig, SK: "S"} }
+func keyOAuthSession(kind, sig string) port.Key {
+	return port.Key{PK: "OS#" + kind + "#" + sig, SK: "S"}
+}
 
 // TokenDigest is the stored digest of a token secret.
 func TokenDigest(token string) string { return tokenDigest(token) }
