@@ -347,3 +347,19 @@ func boolAttr(b bool) string {
 	}
 	return "0"
 }
+
+// ActorLive reports whether an actor exists, is not revoked, and its space is not being deleted: whether a
+// grant bound to it may still be refreshed.
+func (s *Service) ActorLive(ctx context.Context, spaceID, actorID string) (bool, error) {
+	if _, err := s.liveSpace(ctx, spaceID); err != nil {
+		if AsError(err).Code == CodeNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	err := s.checkLiveActor(ctx, spaceID, actorID)
+	if err != nil && AsError(err).Code == CodeNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/oauth"
 	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel"
@@ -88,6 +89,13 @@ type Config struct {
 	// DeletionPause is waited between two batches of a space deletion, to leave the disk to live
 	// traffic; 0 runs the batches back to back.
 	DeletionPause time.Duration
+	// PublicURL is the server's public base URL (scheme://host[:port]): the OAuth issuer and the base of
+	// its endpoints and resource URIs. Empty means each request's own scheme and Host, right when clients
+	// reach the server directly by one name; set it behind a proxy.
+	PublicURL string
+	// NoOAuth turns the OAuth authorization server off (describe then publishes oauth: false, and a host
+	// that can only use OAuth cannot connect).
+	NoOAuth bool
 }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
@@ -231,10 +239,19 @@ func Open(cfg Config) (_ *Server, err error) {
 				"never use this where untrusted users register webhook targets")
 		}
 	}
+	var challenge func(*http.Request) string
+	var oauthSecret string
+	if !cfg.NoOAuth {
+		dcfg.Capabilities.OAuth = true
+		challenge = oauth.Challenge(cfg.PublicURL)
+		if oauthSecret, err = loadOrCreateSecret(filepath.Join(cfg.DataDir, "oauth-secret"), ""); err != nil {
+			return nil, err
+		}
+	}
 	// The channel service's internal API is not mounted: the hubs live in this process and the committers
 	// reach them directly, so nothing on the public listener may publish to them.
 	stack, err := transport.New(dcfg, transport.Options{Ops: ops.List(), MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
-		Metrics: rec,
+		Metrics: rec, Challenge: challenge,
 		HTTP:    httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
 		return nil, err
@@ -246,6 +263,15 @@ func Open(cfg Config) (_ *Server, err error) {
 	}
 	s.ids = ids
 	api.Mount("POST /admin/v0/backup", s.backupHandler(backupAdmin, api.Schemas()))
+	if !cfg.NoOAuth {
+		as, err := oauth.New(oauth.Options{Svc: svc, AdminSecret: admin, Secret: []byte(oauthSecret), Issuer: cfg.PublicURL, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		for _, rt := range as.Routes() {
+			api.Mount(rt.Pattern, rt.Handler)
+		}
+	}
 	s.store, s.svc, s.api = st, svc, api
 	if err := s.verifyRestore(context.Background()); err != nil {
 		return nil, err

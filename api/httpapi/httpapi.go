@@ -54,6 +54,8 @@ type Options struct {
 	MaxInflight int
 	// Metrics records every request's latency by operation (its route) and outcome; nil records nothing.
 	Metrics metrics.Recorder
+	// Challenge returns the WWW-Authenticate value of a 401; nil means Bearer realm="waypost".
+	Challenge func(r *http.Request) string
 }
 
 // API is the HTTP transport over a domain.Service.
@@ -70,6 +72,7 @@ type API struct {
 	log           *slog.Logger
 	mux           *http.ServeMux
 	metrics       metrics.Recorder
+	challenge     func(r *http.Request) string
 	opNames       map[string]string // route pattern → operation name
 }
 
@@ -93,7 +96,10 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		}
 	}
 	a := &API{svc: svc, ops: set, log: opts.Logger, mux: http.NewServeMux(),
-		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics}
+		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics, challenge: opts.Challenge}
+	if a.challenge == nil {
+		a.challenge = func(*http.Request) string { return `Bearer realm="waypost"` }
+	}
 	if a.metrics == nil {
 		a.metrics = metrics.Nop{}
 	}
@@ -246,7 +252,7 @@ func (a *API) reply(w http.ResponseWriter, r *http.Request, op, requestID string
 		rec.code = string(de.Code)
 	}
 	if de.Code == domain.CodeUnauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
+		w.Header().Set("WWW-Authenticate", a.challenge(r))
 	}
 	if de.Code == domain.CodeRateLimited || de.Code == domain.CodeStorageUnavailable {
 		w.Header().Set("Retry-After", boundary.RetryAfter(de))
@@ -381,7 +387,7 @@ func (a *API) MinUploadRate() int64 { return a.minUploadRate }
 func Over(opts Options) func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 	return func(p transport.Parts, mounts map[string]http.Handler) (http.Handler, error) {
 		o := opts
-		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops, o.Metrics = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops, p.Metrics
+		o.AdminSecret, o.Logger, o.IDs, o.Schemas, o.Ops, o.Metrics, o.Challenge = p.AdminSecret, p.Logger, p.IDs, p.Schemas, p.Ops, p.Metrics, p.Challenge
 		a, err := New(p.Svc, o)
 		if err != nil {
 			return nil, err

@@ -42,6 +42,8 @@ type Options struct {
 	Version string
 	// Metrics records every tool call's latency and outcome by operation; nil records nothing.
 	Metrics metrics.Recorder
+	// Challenge returns the WWW-Authenticate value of a 401; nil means Bearer realm="waypost".
+	Challenge func(r *http.Request) string
 }
 
 // Handler is the MCP endpoint.
@@ -53,6 +55,8 @@ type Handler struct {
 	http    http.Handler
 	maxBody int64 // the largest JSON-RPC message accepted
 	metrics metrics.Recorder
+	// challenge is the WWW-Authenticate value of a 401 (Options.Challenge).
+	challenge func(r *http.Request) string
 }
 
 // New builds the MCP endpoint over a domain service.
@@ -79,7 +83,7 @@ func New(svc *domain.Service, opts Options) (*Handler, error) {
 		}
 	}
 	h := &Handler{svc: svc, ops: set, answer: boundary.Answerer{Log: log, IDs: opts.IDs}, maxBody: int64(svc.Limits().MaxRequestBytes) + 4096,
-		metrics: opts.Metrics}
+		metrics: opts.Metrics, challenge: opts.Challenge}
 	if h.metrics == nil {
 		h.metrics = metrics.Nop{}
 	}
@@ -121,13 +125,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(baseURLHeader)
 	tok := boundary.Bearer(r.Header)
 	if tok == "" {
-		unauthorized(w)
+		h.unauthorized(w, r)
 		return
 	}
 	p, err := h.svc.Authenticate(r.Context(), tok)
 	if err != nil {
 		if domain.CodeOf(err) == domain.CodeUnauthenticated {
-			unauthorized(w)
+			h.unauthorized(w, r)
 			return
 		}
 		http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
@@ -160,8 +164,12 @@ func (h *Handler) rateLimited(w http.ResponseWriter, de *domain.Error) {
 	_, _ = w.Write(body)
 }
 
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="waypost"`)
+func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request) {
+	challenge := `Bearer realm="waypost"`
+	if h.challenge != nil {
+		challenge = h.challenge(r)
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = w.Write([]byte(`{"error":{"code":"UNAUTHENTICATED","message":"missing, malformed, expired or revoked credential"}}`))
@@ -234,5 +242,5 @@ func (h *Handler) call(ctx context.Context, o *ops.Op, hdr http.Header, args jso
 
 // Over is the MCP transport of transport.New: the endpoint over the composed parts.
 func Over(p transport.Parts) (http.Handler, error) {
-	return New(p.Svc, Options{Schemas: p.Schemas, Ops: p.Ops, IDs: p.IDs, Logger: p.Logger, Version: p.Version, Metrics: p.Metrics})
+	return New(p.Svc, Options{Schemas: p.Schemas, Ops: p.Ops, IDs: p.IDs, Logger: p.Logger, Version: p.Version, Metrics: p.Metrics, Challenge: p.Challenge})
 }

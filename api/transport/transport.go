@@ -40,6 +40,8 @@ type Parts struct {
 	Version string
 	// Metrics receives every operation's latency and outcome (metrics.Nop when none).
 	Metrics metrics.Recorder
+	// Challenge is the WWW-Authenticate value of a 401 (Options.Challenge).
+	Challenge func(r *http.Request) string
 }
 
 // Options say which transports to serve and how.
@@ -60,6 +62,9 @@ type Options struct {
 	Version string
 	// Metrics receives every operation's latency and outcome; nil records nothing.
 	Metrics metrics.Recorder
+	// Challenge returns the WWW-Authenticate value of a 401 for a request (with OAuth: where the
+	// protected-resource metadata is, oauth.Challenge); nil means Bearer realm="waypost".
+	Challenge func(r *http.Request) string
 }
 
 // Stack is a domain service and the transports serving it.
@@ -93,7 +98,11 @@ func New(cfg domain.Config, o Options) (*Stack, error) {
 	if o.Metrics == nil {
 		o.Metrics = metrics.Nop{}
 	}
-	p := Parts{Svc: svc, Schemas: reg, Ops: set, IDs: cfg.IDs, AdminSecret: o.AdminSecret, Logger: o.Logger, Version: o.Version, Metrics: o.Metrics}
+	if o.Challenge == nil {
+		o.Challenge = func(*http.Request) string { return `Bearer realm="waypost"` }
+	}
+	p := Parts{Svc: svc, Schemas: reg, Ops: set, IDs: cfg.IDs, AdminSecret: o.AdminSecret, Logger: o.Logger, Version: o.Version, Metrics: o.Metrics,
+		Challenge: o.Challenge}
 	mounts := map[string]http.Handler{}
 	if o.MCP != nil {
 		if mounts["/mcp"], err = o.MCP(p); err != nil {

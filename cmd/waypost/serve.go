@@ -75,7 +75,16 @@ addresses are refused when the connection is made (see docs/webhooks.md).
 --allow-loopback-webhooks also admits loopback targets (127.0.0.1, ::1, any port) and plain http://, so
 that a receiver on your own machine can be tested. It is for local development only: NEVER use it where
 untrusted users can register webhook targets, because they could then make the server send requests to
-services on its own host. The server warns loudly at start when it is set.`,
+services on its own host. The server warns loudly at start when it is set.
+
+OAuth (capability oauth) is on: MCP hosts that connect only through OAuth (claude.ai and ChatGPT
+connectors, agent platforms) discover the server from /mcp's 401 (RFC 9728 metadata), register
+themselves (RFC 7591), and send you to /authorize, where you sign in with the admin secret once per
+browser session and choose the space, the actor, the consumer and the scopes the host gets. The host
+then holds ordinary tokens, listed by 'waypost admin token list' and revoked like any other ('waypost
+admin oauth revoke CLIENT_ID' revokes every token of a host). --public-url sets the public base URL
+(the OAuth issuer) when the server is reached through a proxy or under another name than its Host
+header says; --no-oauth turns OAuth off (see docs/oauth.md).`,
 		Example: `  waypost serve
   waypost serve --addr 127.0.0.1:9000 --data /var/lib/waypost
   waypost serve --allow-loopback-webhooks    # local development: deliver webhooks to http://127.0.0.1:…`,
@@ -118,6 +127,13 @@ services on its own host. The server warns loudly at start when it is set.`,
 			if m := srv.MetricsAddr(); m != "" {
 				fmt.Fprintf(out, "metrics: http://%s/metrics\n", m)
 			}
+			if !cfg.NoOAuth {
+				base := cfg.PublicURL
+				if base == "" {
+					base = "http://" + srv.Addr()
+				}
+				fmt.Fprintf(out, "MCP: %s/mcp (bearer tokens, or OAuth: approve hosts at %s/authorize)\n", base, base)
+			}
 			if srv.AdminSecretPath != "" {
 				// An absolute path, so that the hint works from any directory (another terminal, a script).
 				secret := absPath(srv.AdminSecretPath)
@@ -152,6 +168,9 @@ services on its own host. The server warns loudly at start when it is set.`,
 		"serve a restored backup although its verification found unreadable resources (they fail to read)")
 	f.DurationVar(&cfg.DeletionPause, "deletion-pause", 0,
 		"pause between two batches of a space deletion, to leave the disk to live traffic (0: back to back)")
+	f.StringVar(&cfg.PublicURL, "public-url", "",
+		"public base URL of the server (https://host[:port]), the OAuth issuer; default: each request's own scheme and Host")
+	f.BoolVar(&cfg.NoOAuth, "no-oauth", false, "turn the OAuth authorization server off (describe publishes oauth: false)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
