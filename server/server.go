@@ -252,7 +252,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	// reach them directly, so nothing on the public listener may publish to them.
 	stack, err := transport.New(dcfg, transport.Options{Ops: ops.List(), MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
 		Metrics: rec, Challenge: challenge,
-		HTTP:    httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
+		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
 	if err != nil {
 		return nil, err
 	}
