@@ -275,22 +275,30 @@ func (s *Server) authorizationServer(w http.ResponseWriter, r *http.Request) {
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	// Checked before fosite reads the request, which uses up parts of a grant (its PKCE challenge) as it
+	// goes: a refusal here changes nothing.
+	if err := r.ParseForm(); err == nil {
+		if gt := r.PostForm.Get("grant_type"); gt != "" && gt != "authorization_code" && gt != "refresh_token" {
+			err := fosite.ErrUnsupportedGrantType.WithHintf("The grant type %q is not supported: use authorization_code or refresh_token.", clip(gt))
+			s.refused(ctx, "token", err)
+			s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(&Session{}), err)
+			return
+		}
+		// RFC 8707: a resource named here must be this server's.
+		for _, v := range r.PostForm["resource"] {
+			if !slices.Contains(s.resources(r), v) {
+				err := errInvalidTarget().WithHintf("The resource %q is not served by this server.", clip(v))
+				s.refused(ctx, "token", err)
+				s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(&Session{}), err)
+				return
+			}
+		}
+	}
 	ar, err := s.provider.NewAccessRequest(ctx, r, &Session{})
 	if err != nil {
 		s.refused(ctx, "token", err)
 		s.provider.WriteAccessError(ctx, w, ar, err)
 		return
-	}
-	// RFC 8707: a resource named here must be this server's (checked before the grant is used up).
-	if res := r.PostForm["resource"]; len(res) > 0 {
-		for _, v := range res {
-			if !slices.Contains(s.resources(r), v) {
-				err := errInvalidTarget().WithHintf("The resource %q is not served by this server.", v)
-				s.refused(ctx, "token", err)
-				s.provider.WriteAccessError(ctx, w, ar, err)
-				return
-			}
-		}
 	}
 	resp, err := s.provider.NewAccessResponse(ctx, ar)
 	if err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/waypost/waypost/api/apitest"
 	"github.com/waypost/waypost/api/oauth"
@@ -35,6 +35,7 @@ func newHarness(t *testing.T, opts oauth.Options) *harness {
 	srv, _ := servertest.Start(t)
 	opts.Svc, opts.AdminSecret = srv.Service(), servertest.AdminSecret
 	opts.Secret = []byte("0123456789abcdef0123456789abcdef-test")
+	opts.Logger = slog.New(slog.NewTextHandler(testLog{t}, nil))
 	as, err := oauth.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -278,4 +279,10 @@ func TestMetadataAndChallenge(t *testing.T) {
 	}
 }
 
-var _ = time.Second
+// testLog writes the server's log lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}

@@ -115,8 +115,8 @@ func (st *storage) decodeRequest(ctx context.Context, data []byte) (*fosite.Requ
 	if sr.Session == nil {
 		sr.Session = &Session{}
 	}
-	// The session fosite passes in is not filled: it may be the live session of the request being handled
-	// (the PKCE handler passes it after the code's handler set the new tokens' expiry).
+	// The session fosite passes in is not filled here: it may be the live session of the request being
+	// handled (the PKCE handler passes it after the code's handler set the new tokens' expiry).
 	return &fosite.Request{ID: sr.ID, RequestedAt: sr.RequestedAt, Client: client,
 		RequestedScope: sr.RequestedScope, GrantedScope: sr.GrantedScope,
 		RequestedAudience: sr.RequestedAudience, GrantedAudience: sr.GrantedAudience,
@@ -188,9 +188,17 @@ func (st *storage) CreateAuthorizeCodeSession(ctx context.Context, sig string, r
 	return st.put(ctx, kindCode, sig, r, fosite.AuthorizeCode)
 }
 
-// GetAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage.
-func (st *storage) GetAuthorizeCodeSession(ctx context.Context, sig string, _ fosite.Session) (fosite.Requester, error) {
-	return st.get(ctx, kindCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+// GetAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage. It also fills the session passed in when
+// it is still empty (the token request's, on the first read): fosite checks the code's expiry against that
+// session first, and a code found expired there is invalid_grant (RFC 6749 §5.2). A session already filled
+// is the live one of the request being answered (fosite reads the code again before issuing), and is left
+// as it is: it holds the new tokens' expiry.
+func (st *storage) GetAuthorizeCodeSession(ctx context.Context, sig string, into fosite.Session) (fosite.Requester, error) {
+	req, err := st.get(ctx, kindCode, sig, fosite.ErrInvalidatedAuthorizeCode)
+	if s, ok := into.(*Session); ok && s != nil && req != nil && s.SpaceID == "" && len(s.ExpiresAt) == 0 {
+		*s = *(req.GetSession().(*Session).Clone().(*Session))
+	}
+	return req, err
 }
 
 // InvalidateAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage: a code is redeemed once; the
