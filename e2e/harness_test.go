@@ -466,6 +466,12 @@ var responseSchemas = []struct {
 	{"POST", regexp.MustCompile(`^/v0/subscriptions/[^/]+/stop$`), "subscription.stop.response"},
 	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/deliveries(\?.*)?$`), "admin.deliveries.response"},
 	{"POST", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/deliveries/[^/]+/redeliver$`), "admin.delivery.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/spaces$`), "admin.space.list.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/actors$`), "admin.actor.list.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/consumers$`), "admin.consumer.list.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/spaces/[^/]+/tokens$`), "admin.token.list.response"},
+	{"GET", regexp.MustCompile(`^/admin/v0/oauth/clients$`), "admin.oauth.client.list.response"},
+	{"POST", regexp.MustCompile(`^/admin/v0/oauth/clients/[^/]+/revoke$`), "admin.oauth.client.response"},
 }
 
 // responseSchema names the response schema of a route's data ("" for a route the tests do not know).

@@ -51,6 +51,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	}
+	// state is optional (OAuth 2.1 §4.1.1: PKCE, always required here, binds the code to the client); fosite
+	// demands one, so a request without it carries a placeholder that no redirect repeats (redirectWriter).
+	if err := r.ParseForm(); err == nil && r.Form.Get("state") == "" {
+		r.Form.Set("state", noState)
+	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, r)
 	if err == nil {
 		err = s.checkAuthorizeRequest(r, ar)
@@ -97,10 +102,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.authorizeError(w, r, ar, err)
 		return
 	}
-	resp.AddParameter("iss", s.Issuer(r)) // RFC 9207
 	s.log.InfoContext(ctx, "oauth authorization approved", "client_id", ar.GetClient().GetID(), "space_id", sess.SpaceID,
 		"actor_id", sess.ActorID, "consumer_id", sess.ConsumerID, "scopes", strings.Join(scopes, " "))
-	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+	s.provider.WriteAuthorizeResponse(ctx, &redirectWriter{ResponseWriter: w, iss: s.Issuer(r)}, ar, resp)
 }
 
 // checkAuthorizeRequest adds what fosite leaves to the server: PKCE S256 named before the owner is asked
@@ -132,21 +136,28 @@ func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosit
 			rfc.ErrorField+": "+strings.TrimSpace(rfc.DescriptionField+" "+rfc.HintField))
 		return
 	}
-	s.provider.WriteAuthorizeError(ctx, &issWriter{ResponseWriter: w, iss: s.Issuer(r)}, ar, err)
+	s.provider.WriteAuthorizeError(ctx, &redirectWriter{ResponseWriter: w, iss: s.Issuer(r)}, ar, err)
 }
 
-// issWriter adds iss to the query of the redirect fosite writes for an authorization error (RFC 9207 §2).
-type issWriter struct {
+// noState stands for the state a client did not send (see authorize).
+const noState = "waypost-no-state"
+
+// redirectWriter finishes the redirect fosite writes back to the client, success or error: it adds iss
+// (RFC 9207 §2) and drops the placeholder of an absent state.
+type redirectWriter struct {
 	http.ResponseWriter
 	iss string
 }
 
 // WriteHeader implements http.ResponseWriter.
-func (w *issWriter) WriteHeader(code int) {
+func (w *redirectWriter) WriteHeader(code int) {
 	if loc := w.Header().Get("Location"); loc != "" {
 		if u, err := url.Parse(loc); err == nil {
 			q := u.Query()
 			q.Set("iss", w.iss)
+			if q.Get("state") == noState {
+				q.Del("state")
+			}
 			u.RawQuery = q.Encode()
 			w.Header().Set("Location", u.String())
 		}
@@ -334,7 +345,7 @@ func (s *Server) ownerSession(r *http.Request) (string, bool) {
 // (and, for the consent form, to the client's redirect URI, where the approval redirects).
 func securityHeaders(w http.ResponseWriter, formTargets ...string) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"+
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"+
 		strings.Join(append([]string{""}, formTargets...), " "))
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -199,6 +199,22 @@ func TestFlowIssuesOrdinaryTokens(t *testing.T) {
 	}
 }
 
+// TestStateIsOptional: a client that sends no state (OAuth 2.1 with PKCE) gets its code, and no state back.
+func TestStateIsOptional(t *testing.T) {
+	h := newHarness(t, oauth.Options{})
+	client := h.register()
+	pk := oauthtest.NewPKCE()
+	q := h.authQuery(client, pk)
+	q.Del("state")
+	got := h.approve(q)
+	if got.Get("code") == "" || got.Has("state") || got.Get("iss") != h.base {
+		t.Fatalf("authorization response without state: %v", got)
+	}
+	if st, body := h.exchange(client, got.Get("code"), pk); st != http.StatusOK {
+		t.Fatalf("exchange: %d %v", st, body)
+	}
+}
+
 func TestRevokingTheClientStopsItsTokens(t *testing.T) {
 	h := newHarness(t, oauth.Options{})
 	client := h.register()

@@ -36,7 +36,7 @@ Commands that act inside a space take --space, or WAYPOST_SPACE.`,
 	}
 	c.addAdminFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&c.quiet, "quiet", "q", false, "print only the new or changed ID (token create and rotate: only the token)")
-	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c), adminDeliveriesCmd(c), adminStatsCmd(c))
+	cmd.AddCommand(adminSpaceCmd(c), adminActorCmd(c), adminConsumerCmd(c), adminCollectionCmd(c), adminGrantCmd(c), adminTokenCmd(c), adminOAuthCmd(c), adminDeliveriesCmd(c), adminStatsCmd(c))
 	return withUsageErrors(cmd)
 }
 
@@ -598,5 +598,94 @@ The token itself is printed only by this command (and by rotate); with -q only t
 		Short:   "Replace a token's secret (same ID, actor, consumer and scopes; the old secret stops working)",
 		Example: `  export WAYPOST_TOKEN=$(waypost admin token rotate tok_0123456789abcdefghjk -q)`,
 	}, (*client.Admin).RotateToken, tokenShow)
-	return group("token", "Create, revoke or rotate tokens", create, revoke, rotate)
+	list := adminSub(c, &cobra.Command{
+		Use:   "list",
+		Short: "List a space's tokens (never their secrets), with the OAuth client that holds each",
+		Long: `List every token of a space: the ones minted with 'token create' and the ones OAuth hosts obtained
+through the consent page (their OAUTH_CLIENT column names the client; 'waypost admin oauth list' tells
+which host it is). Revoked tokens are listed as revoked. Secrets are never shown.`,
+		Example: `  waypost admin token list --space $WAYPOST_SPACE
+  waypost admin token list --json`,
+		Args: noArgs,
+	}, adminOp[domain.TokenList]{
+		space: true,
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.TokenList, error) {
+			return ad.ListTokens(ctx, in.space)
+		},
+		print: func(cmd *cobra.Command, res domain.TokenList) error {
+			tokenIDs := make([]string, len(res.Tokens))
+			for i, t := range res.Tokens {
+				tokenIDs[i] = t.TokenID
+			}
+			return c.list(cmd, res, tokenIDs, "no tokens in this space", "TOKEN\tACTOR\tCONSUMER\tSCOPES\tEXPIRES_AT\tSTATE\tOAUTH_CLIENT",
+				func(i int) string {
+					t := res.Tokens[i]
+					exp, state, holder := "(never)", "active", "-"
+					if t.ExpiresAt != nil {
+						exp = t.ExpiresAt.Format(time.RFC3339)
+						if !t.ExpiresAt.After(time.Now()) {
+							state = "expired"
+						}
+					}
+					if t.Revoked {
+						state = "revoked"
+					}
+					if t.OAuthClientID != "" {
+						holder = t.OAuthClientID
+					}
+					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.TokenID, t.ActorID, orNone(t.ConsumerID), ids(t.Scopes), exp, state, holder)
+				})
+		},
+	})
+	return group("token", "Create, list, revoke or rotate tokens", create, list, revoke, rotate)
+}
+
+func adminOAuthCmd(c *conn) *cobra.Command {
+	list := adminSub(c, &cobra.Command{
+		Use:   "list",
+		Short: "List the OAuth clients (MCP hosts) registered with the server",
+		Long: `List the clients that registered with the OAuth authorization server (RFC 7591): MCP hosts such as
+claude.ai or ChatGPT connectors. A client can do nothing until you approve it on the consent page
+(/authorize); the tokens it then holds are listed by 'waypost admin token list'.`,
+		Example: `  waypost admin oauth list`,
+		Args:    noArgs,
+	}, adminOp[domain.OAuthClientList]{
+		call: func(ctx context.Context, ad *client.Admin, _ adminIn) (domain.OAuthClientList, error) {
+			return ad.ListOAuthClients(ctx)
+		},
+		print: func(cmd *cobra.Command, res domain.OAuthClientList) error {
+			clientIDs := make([]string, len(res.Clients))
+			for i, cl := range res.Clients {
+				clientIDs[i] = cl.ClientID
+			}
+			return c.list(cmd, res, clientIDs, "no OAuth clients registered", "CLIENT\tNAME\tREDIRECT_URIS\tAUTH\tREGISTERED_AT\tSTATE",
+				func(i int) string {
+					cl := res.Clients[i]
+					state := "active"
+					if cl.Revoked {
+						state = "revoked"
+					}
+					name := cl.ClientName
+					if name == "" {
+						name = "-"
+					}
+					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", cl.ClientID, name, strings.Join(cl.RedirectURIs, ","), cl.TokenEndpointAuthMethod,
+						cl.CreatedAt.Format(time.RFC3339), state)
+				})
+		},
+	})
+	revoke := adminSub(c, &cobra.Command{
+		Use:   "revoke CLIENT_ID",
+		Short: "Revoke an OAuth client: every token it holds stops working, and it can no longer refresh or ask again",
+		Example: `  waypost admin oauth revoke oc_0123456789abcdefghjk`,
+		Args:    exactArgs(1, "CLIENT_ID"),
+	}, adminOp[domain.OAuthClient]{
+		call: func(ctx context.Context, ad *client.Admin, in adminIn) (domain.OAuthClient, error) {
+			return ad.RevokeOAuthClient(ctx, in.args[0])
+		},
+		show: func(cl domain.OAuthClient) (string, []string) {
+			return cl.ClientID, []string{"client_id", cl.ClientID, "client_name", cl.ClientName, "revoked", fmt.Sprint(cl.Revoked)}
+		},
+	})
+	return group("oauth", "List or revoke the OAuth clients (MCP hosts) that connect through the consent page", list, revoke)
 }
