@@ -675,8 +675,8 @@ claude.ai or ChatGPT connectors. A client can do nothing until you approve it on
 		},
 	})
 	revoke := adminSub(c, &cobra.Command{
-		Use:   "revoke CLIENT_ID",
-		Short: "Revoke an OAuth client: every token it holds stops working, and it can no longer refresh or ask again",
+		Use:     "revoke CLIENT_ID",
+		Short:   "Revoke an OAuth client: every token it holds stops working, and it can no longer refresh or ask again",
 		Example: `  waypost admin oauth revoke oc_0123456789abcdefghjk`,
 		Args:    exactArgs(1, "CLIENT_ID"),
 	}, adminOp[domain.OAuthClient]{
