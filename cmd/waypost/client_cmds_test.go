@@ -541,8 +541,8 @@ func checkHelp(t *testing.T, names ...string) int {
 
 // TestCLIHelp checks that every client command has an example and a working --help.
 func TestCLIHelp(t *testing.T) {
-	if n := checkHelp(t, "admin", "send", "inbox", "ack", "status", "get", "describe"); n != 23 {
-		t.Errorf("checked %d runnable client commands, want 23", n)
+	if n := checkHelp(t, "admin", "send", "inbox", "ack", "status", "get", "describe"); n != 26 {
+		t.Errorf("checked %d runnable client commands, want 26", n)
 	}
 }
 
