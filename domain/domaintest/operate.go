@@ -32,6 +32,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("DeleteSpace_UnderConcurrentWrites", func(t *testing.T) { opDeleteUnderWrites(t, nb) })
 	t.Run("Quotas_RefuseWithoutPublishing", func(t *testing.T) { opQuotas(t, nb) })
 	t.Run("Send_RetryAnswersItsCommitAfterTheSpaceChanged", func(t *testing.T) { opSendRetryAfterChanges(t, nb) })
+	t.Run("OAuth_RecordsAndRevocation", func(t *testing.T) { opOAuthRecords(t, nb) })
 }
 
 // opEnv is a fixture whose backend can fail chosen commits and puts and records every key it stored.
