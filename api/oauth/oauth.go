@@ -171,19 +171,38 @@ type Route struct {
 // Routes returns the endpoints to mount: the metadata documents, registration, the consent page and the
 // token endpoint.
 func (s *Server) Routes() []Route {
-	prm := http.HandlerFunc(s.protectedResource)
+	prm := cors(http.HandlerFunc(s.protectedResource))
+	as, register, token := cors(http.HandlerFunc(s.authorizationServer)), cors(http.HandlerFunc(s.register)), cors(http.HandlerFunc(s.token))
+	preflight := cors(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	return []Route{
 		{"GET /.well-known/oauth-protected-resource", prm},
 		{"GET /.well-known/oauth-protected-resource/mcp", prm},
 		{"GET /.well-known/oauth-protected-resource/v0", prm},
-		{"GET /.well-known/oauth-authorization-server", http.HandlerFunc(s.authorizationServer)},
-		{"POST /register", http.HandlerFunc(s.register)},
+		{"GET /.well-known/oauth-authorization-server", as},
+		{"OPTIONS /.well-known/", preflight},
+		{"POST /register", register},
+		{"OPTIONS /register", preflight},
+		{"OPTIONS /token", preflight},
 		{"GET /authorize", http.HandlerFunc(s.authorize)},
 		{"POST /authorize", http.HandlerFunc(s.authorize)},
 		{"POST /authorize/login", http.HandlerFunc(s.login)},
 		{"GET /authorize/consent.css", http.HandlerFunc(s.stylesheet)},
-		{"POST /token", http.HandlerFunc(s.token)},
+		{"POST /token", token},
 	}
+}
+
+// cors lets a browser-based MCP client (an inspector, a web host) read the metadata and call registration
+// and the token endpoint from any origin: they take no cookie and answer only what the request itself
+// proves (RFC 8414 §3, RFC 7591 §3). The consent page is never cross-origin.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+		h.Set("Access-Control-Max-Age", "600")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Issuer returns the issuer URL a request is served under.

@@ -256,7 +256,10 @@ func TestMetadataAndChallenge(t *testing.T) {
 	if prm["resource"] != h.base+"/mcp" || prm["authorization_servers"].([]any)[0] != h.base {
 		t.Fatalf("protected-resource metadata %v", prm)
 	}
-	_, as, _ := get("/.well-known/oauth-authorization-server")
+	_, as, hdr := get("/.well-known/oauth-authorization-server")
+	if hdr.Get("Access-Control-Allow-Origin") != "*" {
+		t.Error("the authorization-server metadata cannot be read by a browser-based client (no CORS)")
+	}
 	if as["issuer"] != h.base || as["code_challenge_methods_supported"].([]any)[0] != "S256" ||
 		as["authorization_response_iss_parameter_supported"] != true || as["registration_endpoint"] != h.base+"/register" {
 		t.Fatalf("authorization-server metadata %v", as)
