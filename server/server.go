@@ -33,6 +33,7 @@ import (
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/pebble"
+	"github.com/waypost/waypost/web"
 	"github.com/waypost/waypost/webhook/dial"
 	"github.com/waypost/waypost/webhook/sender"
 )
@@ -246,6 +247,11 @@ func Open(cfg Config) (_ *Server, err error) {
 	}
 	s.ids = ids
 	api.Mount("POST /admin/v0/backup", s.backupHandler(backupAdmin, api.Schemas()))
+	// The web app (issue 29): the person's inbox and the owner's console, static files over the public API.
+	ui := web.Handler()
+	for _, pattern := range []string{"GET " + web.Prefix, "GET /ui", "GET /favicon.ico"} {
+		api.Mount(pattern, ui)
+	}
 	s.store, s.svc, s.api = st, svc, api
 	if err := s.verifyRestore(context.Background()); err != nil {
 		return nil, err

@@ -1,0 +1,126 @@
+// app.js starts the app: the two sessions, the hash router, the navigation and the banner that says what
+// went wrong and what to do. Routes live in the URL fragment (#/inbox, #/message/<id>, #/console/<space>…),
+// which never holds a credential.
+
+import { explain } from "./api.js";
+import { AdminSession, PersonSession } from "./auth.js";
+import { h, replace } from "./dom.js";
+import { Feed } from "./feed.js";
+import { inboxView, signInView } from "./inbox.js";
+import { messageView } from "./message.js";
+import { composeView } from "./compose.js";
+import { memoryView, collectionView } from "./memory.js";
+import { consoleView, spaceView } from "./console.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const bannerEl = document.getElementById("banner");
+
+/** ctx is what every view gets: the sessions, the feed, the banner and navigation. */
+const ctx = {
+  main,
+  person: null,
+  admin: null,
+  feed: null,
+  cleanups: [],
+  banner(kind, what, todo, action) {
+    if (!what) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
+    bannerEl.className = `banner ${kind}`;
+    replace(bannerEl, h("strong", {}, what), " ", todo || "", action || null);
+    bannerEl.hidden = false;
+  },
+  go(hash) { if (location.hash === hash) route(); else location.hash = hash; },
+  onLeave(fn) { ctx.cleanups.push(fn); },
+  /** feedFor starts the person's feed once per sign-in. */
+  async startFeed() {
+    await ctx.person.describe();
+    if (!ctx.feed) {
+      ctx.feed = new Feed(ctx.person);
+      ctx.feed.subscribe(showFeedState);
+      ctx.feed.start();
+    }
+    return ctx.feed;
+  },
+  stopFeed() {
+    if (ctx.feed) ctx.feed.stop();
+    ctx.feed = null;
+  },
+  error(err, who) {
+    const { what, todo } = explain(err, who);
+    ctx.banner("error", what, todo);
+  },
+};
+
+function showFeedState(feed) {
+  const s = feed.state;
+  if (s.phase === "retrying" && s.error) {
+    const { what } = explain(s.error);
+    const secs = Math.max(1, Math.round((s.retryAt - Date.now()) / 1000));
+    ctx.banner("warn", what, `Live updates paused; trying again in ${secs} s.`);
+  } else if (s.phase === "live" && !bannerEl.classList.contains("error")) {
+    ctx.banner();
+  }
+}
+
+ctx.person = new PersonSession((err) => {
+  ctx.stopFeed();
+  const { what, todo } = explain(err, "token");
+  ctx.banner("error", what, todo);
+  ctx.go("#/inbox");
+});
+ctx.admin = new AdminSession((err) => {
+  const { what, todo } = explain(err, "admin");
+  ctx.banner("error", what, todo);
+  ctx.go("#/console");
+});
+
+const routes = [
+  [/^#\/inbox$/, inboxView],
+  [/^#\/message\/([A-Za-z0-9_-]{1,96})$/, messageView],
+  [/^#\/compose$/, composeView],
+  [/^#\/memory$/, memoryView],
+  [/^#\/memory\/([A-Za-z0-9_-]{1,96})$/, collectionView],
+  [/^#\/console$/, consoleView],
+  [/^#\/console\/([A-Za-z0-9_-]{1,96})$/, spaceView],
+];
+
+function renderNav() {
+  const here = location.hash || "#/";
+  const link = (href, text) => h("a", { href, "aria-current": here === href || here.startsWith(href + "/") ? "page" : null }, text);
+  const items = [link("#/inbox", "Inbox"), link("#/compose", "Compose"), link("#/memory", "Memory"), link("#/console", "Console")];
+  if (ctx.person.signedIn) {
+    items.push(h("button", { type: "button", class: "link", onclick: () => { ctx.stopFeed(); ctx.person.signOut(); ctx.banner(); ctx.go("#/inbox"); } }, "Sign out"));
+  }
+  replace(nav, items);
+}
+
+async function route() {
+  for (const fn of ctx.cleanups.splice(0)) fn();
+  const hash = location.hash || "#/";
+  renderNav();
+  if (hash === "#/" || hash === "") { location.replace("#/inbox"); return; }
+  for (const [re, view] of routes) {
+    const m = hash.match(re);
+    if (!m) continue;
+    const needsPerson = view !== consoleView && view !== spaceView;
+    if (needsPerson && !ctx.person.signedIn) {
+      replace(main, signInView(ctx));
+      return;
+    }
+    try {
+      replace(main, h("p", { class: "loading", role: "status" }, "Loading…"));
+      await view(ctx, ...m.slice(1));
+    } catch (e) {
+      ctx.error(e);
+      replace(main, h("section", { class: "card" }, h("h1", {}, "This page could not be shown"),
+        h("p", {}, explain(e).what), h("p", {}, explain(e).todo),
+        h("button", { type: "button", onclick: () => route() }, "Try again")));
+    }
+    main.focus({ preventScroll: true });
+    return;
+  }
+  replace(main, h("section", { class: "card" }, h("h1", {}, "No such page"), h("p", {}, h("a", { href: "#/inbox" }, "Go to your inbox"))));
+}
+
+window.addEventListener("hashchange", route);
+route();
