@@ -38,7 +38,7 @@ export async function consoleView(ctx) {
   if (!ctx.admin.signedIn) { ctx.main.replaceChildren(adminSignIn(ctx)); return; }
   const client = ctx.admin.client;
   const spaces = remembered("spaces");
-  const openID = h("input", { type: "text", name: "space", pattern: "[A-Za-z0-9_-]{1,96}", required: true, autocomplete: "off" });
+  const openID = h("input", { type: "text", name: "space", pattern: "[A-Za-z0-9_\\-]{1,96}", required: true, autocomplete: "off" });
   const name = h("input", { type: "text", name: "display_name", maxLength: 200 });
   const out = h("p", { class: "form-status", role: "status" });
   const create = h("button", { type: "submit", class: "primary" }, "Create space");
@@ -178,7 +178,7 @@ function renderActors(env) {
   const { client, base, space } = env;
   const actors = remembered(`actors.${env.spaceID}`);
   const name = h("input", { type: "text", name: "actor_name", maxLength: 200 });
-  const consActor = h("input", { type: "text", name: "consumer_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_-]{1,96}" });
+  const consActor = h("input", { type: "text", name: "consumer_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const view = h("select", { name: "view" }, h("option", { value: "inbox" }, "inbox (messages to the actor)"), h("option", { value: "space_log" }, "space_log (everything; needs space.observe)"));
   const out = h("p", { class: "form-status", role: "status" });
   const draw = () => {
@@ -235,11 +235,11 @@ function confirmButton(label, act) {
 function renderTokens(env) {
   const { client, base } = env;
   const tokens = remembered(`tokens.${env.spaceID}`);
-  const actor = h("input", { type: "text", name: "token_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_-]{1,96}" });
-  const consumer = h("input", { type: "text", name: "token_consumer", autocomplete: "off", pattern: "[A-Za-z0-9_-]{1,96}" });
+  const actor = h("input", { type: "text", name: "token_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
+  const consumer = h("input", { type: "text", name: "token_consumer", autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const expires = h("input", { type: "datetime-local", name: "expires" });
   const boxes = SCOPES.map((s) => h("input", { type: "checkbox", name: "scope", value: s, id: `scope-${s}`, checked: PERSON_SCOPES.has(s) }));
-  const revokeID = h("input", { type: "text", name: "revoke_token_id", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_-]{1,96}" });
+  const revokeID = h("input", { type: "text", name: "revoke_token_id", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const shown = h("div", { class: "secret-once", "aria-live": "polite" });
   const out = h("p", { class: "form-status", role: "status" });
   const revoke = async (id) => {

@@ -10,7 +10,7 @@ import { json, timeEl } from "./format.js";
 export async function memoryView(ctx) {
   const feed = await ctx.startFeed();
   const list = h("div");
-  const id = h("input", { type: "text", name: "collection", pattern: "[A-Za-z0-9_-]{1,96}", required: true, autocomplete: "off" });
+  const id = h("input", { type: "text", name: "collection", pattern: "[A-Za-z0-9_\\-]{1,96}", required: true, autocomplete: "off" });
   const render = () => {
     const cols = [...feed.collections().values()];
     if (!cols.length) {
