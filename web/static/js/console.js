@@ -87,7 +87,8 @@ export async function spaceView(ctx, spaceID) {
   renderActors(env);
   renderTokens(env);
   renderDanger(env);
-  await Promise.all([loadStats(env), loadDeliveries(env)]);
+  await loadStats(env);
+  await loadDeliveries(env);
 }
 
 function fail(out, err) { const { what, todo } = explain(err, "admin"); out.textContent = `${what} ${todo}`; }
@@ -143,7 +144,7 @@ async function loadStats(env) {
       ["Items", String(st.usage.items), String(st.quotas.max_items)]]));
 }
 
-async function loadDeliveries(env) {
+async function loadDeliveries(env, note) {
   const el = env.sections.webhooks;
   const st = env.stats;
   const counts = (o) => Object.entries(o || {}).map(([k, v]) => `${v} ${k}`).join(", ") || "none";
@@ -154,7 +155,7 @@ async function loadDeliveries(env) {
     replace(el, head, h("p", {}, explain(e, "admin").what));
     return;
   }
-  const out = h("p", { class: "form-status", role: "status" });
+  const out = h("p", { class: "form-status", role: "status" }, note || "");
   if (!list.deliveries.length) {
     replace(el, head, h("p", { class: "empty" }, "No failed deliveries. Deliveries that fail five attempts appear here, with a button to send them again."), out);
     return;
@@ -167,8 +168,7 @@ async function loadDeliveries(env) {
         e.target.disabled = true;
         try {
           const r = await env.client.call("POST", `${env.base}/deliveries/${encodeURIComponent(d.delivery_id)}/redeliver`, { request_id: newRequestID("ui-redeliver") });
-          out.textContent = `Delivery ${r.delivery_id} is ${r.state} again.`;
-          await loadDeliveries(env);
+          await loadDeliveries(env, `Delivery ${r.delivery_id} was sent again (now ${r.state}, ${r.attempts} attempt(s) in this round).`);
         } catch (err) { fail(out, err); e.target.disabled = false; }
       } }, "Redeliver"),
     ])), out);

@@ -66,11 +66,12 @@ export function dl(pairs) {
   return h("dl", { class: "kv" }, pairs.filter(Boolean).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "—")]));
 }
 
-/** table renders rows (arrays of text or nodes) under a header row. */
+/** table renders rows (arrays of text or nodes) under a header row; each cell carries its column's name
+ * (data-label), which a phone-width layout shows beside the value instead of the header row. */
 export function table(caption, head, rows) {
   return h("div", { class: "table-wrap" },
     h("table", {},
       caption ? h("caption", {}, caption) : null,
       h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
-      h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))));
+      h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c, i) => h("td", { "data-label": head[i] || null }, c)))))));
 }
