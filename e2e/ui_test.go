@@ -657,3 +657,69 @@ func TestUIPhone(t *testing.T) {
 	screenshot(t, b, "console-stats-phone", "#stats")
 	screenshot(t, b, "console-deliveries-phone", "#webhooks")
 }
+
+// TestUIErrorStates: the page says what happened and what to do when the token is rate limited (with the
+// wait from Retry-After, then works again), revoked (sign in again) or the server is gone.
+func TestUIErrorStates(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t)
+	b := browsertest.New(t, browsertest.Options{})
+	b.Expect("HTTP 429")
+	b.Expect("HTTP 401")
+	b.Expect("ERR_CONNECTION_REFUSED")
+	e.signIn(t, b)
+	waitText(t, b, "No messages yet")
+
+	// 429: the credential's bucket is kept empty while the page asks; it says how long to wait.
+	e.adm.rateLimits(t, 1, 1)
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = e.s.roundTrip(context.Background(), request{Method: "GET", Path: "/v0/describe", Token: e.person.token})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/memory/"+e.coll))
+	waitText(t, b, "Too many requests.")
+	waitText(t, b, "Wait 1 s and try again.")
+	close(stop)
+	<-drained
+	time.Sleep(1500 * time.Millisecond)
+	clickButton(t, b, "main", "Try again")
+	waitText(t, b, "This collection has no revision yet.")
+	e.adm.rateLimits(t, 100, 300)
+
+	// 401: the owner revokes the token; the next call signs the person out and says why.
+	tok, _ := ok[struct {
+		TokenID string `json:"token_id"`
+		Token   string `json:"token"`
+	}](t, e.s, request{Method: "POST", Path: e.adm.path("/tokens"), Token: adminSecret, Body: map[string]any{"request_id": "tok-401",
+		"actor_id": e.person.actor, "consumer_id": e.person.consumer, "scopes": personScopes}})
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/inbox"), chromedp.Evaluate(`localStorage.clear()`, nil), chromedp.Reload())
+	setValue(t, b, `input[name=token]`, tok.Token)
+	clickButton(t, b, "form", "Sign in")
+	waitText(t, b, "No messages yet")
+	ok[map[string]any](t, e.s, request{Method: "POST", Path: e.adm.path("/tokens/" + tok.TokenID + "/revoke"), Token: adminSecret, Body: map[string]any{}})
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/memory/"+e.coll))
+	waitText(t, b, "Your token was refused: it is wrong, expired or revoked.")
+	waitText(t, b, "Sign in again with a valid token.")
+	waitText(t, b, "Sign in with a token")
+	var kept string
+	do(t, b, chromedp.Evaluate(`localStorage.getItem("waypost.person.token") || "gone"`, &kept))
+	if kept != "gone" {
+		t.Fatal("the refused token is still kept by the browser")
+	}
+
+	// The server is gone: signing in says so.
+	e.s.stop()
+	setValue(t, b, `input[name=token]`, e.person.token)
+	clickButton(t, b, "form", "Sign in")
+	waitText(t, b, "The Waypost server could not be reached.")
+}
