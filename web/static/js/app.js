@@ -22,7 +22,6 @@ const ctx = {
   person: null,
   admin: null,
   feed: null,
-  cleanups: [],
   banner(kind, what, todo, action) {
     if (!what) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
     bannerEl.className = `banner ${kind}`;
@@ -30,7 +29,6 @@ const ctx = {
     bannerEl.hidden = false;
   },
   go(hash) { if (location.hash === hash) route(); else location.hash = hash; },
-  onLeave(fn) { ctx.cleanups.push(fn); },
   /** feedFor starts the person's feed once per sign-in. */
   async startFeed() {
     await ctx.person.describe();
@@ -94,32 +92,45 @@ function renderNav() {
   replace(nav, items);
 }
 
+let current = null; // the shown route: its cleanups and whether it was left
+
+/** route shows the view of the URL fragment. Each view renders into a container of its own and gets its
+ * own onLeave, so a slow view that finishes after the person moved on changes nothing on screen. */
 async function route() {
-  for (const fn of ctx.cleanups.splice(0)) fn();
+  if (current) current.leave();
+  const container = h("div", { class: "view" }, h("p", { class: "loading", role: "status" }, "Loading…"));
+  const cleanups = [];
+  const here = { left: false, leave() { here.left = true; for (const fn of cleanups.splice(0)) fn(); } };
+  current = here;
+  const vctx = Object.create(ctx);
+  vctx.main = container;
+  vctx.onLeave = (fn) => { if (here.left) fn(); else cleanups.push(fn); };
   const hash = location.hash || "#/";
   renderNav();
   if (hash === "#/" || hash === "") { location.replace("#/inbox"); return; }
+  replace(main, container);
   for (const [re, view] of routes) {
     const m = hash.match(re);
     if (!m) continue;
     const needsPerson = view !== consoleView && view !== spaceView;
     if (needsPerson && !ctx.person.signedIn) {
-      replace(main, signInView(ctx));
+      replace(container, signInView(vctx));
       return;
     }
+    main.focus({ preventScroll: true });
     try {
-      replace(main, h("p", { class: "loading", role: "status" }, "Loading…"));
-      await view(ctx, ...m.slice(1));
+      await view(vctx, ...m.slice(1));
     } catch (e) {
+      if (here.left) return;
       ctx.error(e);
-      replace(main, h("section", { class: "card" }, h("h1", {}, "This page could not be shown"),
-        h("p", {}, explain(e).what), h("p", {}, explain(e).todo),
+      const { what, todo } = explain(e);
+      replace(container, h("section", { class: "card" }, h("h1", {}, "This page could not be shown"),
+        h("p", {}, what), h("p", {}, todo),
         h("button", { type: "button", onclick: () => route() }, "Try again")));
     }
-    main.focus({ preventScroll: true });
     return;
   }
-  replace(main, h("section", { class: "card" }, h("h1", {}, "No such page"), h("p", {}, h("a", { href: "#/inbox" }, "Go to your inbox"))));
+  replace(container, h("section", { class: "card" }, h("h1", {}, "No such page"), h("p", {}, h("a", { href: "#/inbox" }, "Go to your inbox"))));
 }
 
 window.addEventListener("hashchange", route);
