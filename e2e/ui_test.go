@@ -21,10 +21,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -244,6 +248,43 @@ func downloaded(t *testing.T, dir, name string) []byte {
 	}
 }
 
+// loseResponses makes the browser drop the responses of the first n requests whose URL matches pattern
+// (after the server answered them: a lost answer), as a connection reset; later ones pass. It returns a
+// function that reports how many were dropped.
+func loseResponses(t *testing.T, b *browsertest.Browser, pattern string, n int) func() int {
+	t.Helper()
+	b.Expect("net::ERR_CONNECTION_RESET")
+	var mu sync.Mutex
+	dropped := 0
+	chromedp.ListenTarget(b.Ctx, func(ev any) {
+		e, isPaused := ev.(*fetch.EventRequestPaused)
+		if !isPaused {
+			return
+		}
+		go func() {
+			c := chromedp.FromContext(b.Ctx)
+			ctx := cdp.WithExecutor(b.Ctx, c.Target)
+			mu.Lock()
+			drop := dropped < n
+			if drop {
+				dropped++
+			}
+			mu.Unlock()
+			if drop {
+				_ = fetch.FailRequest(e.RequestID, network.ErrorReasonConnectionReset).Do(ctx)
+			} else {
+				_ = fetch.ContinueRequest(e.RequestID).Do(ctx)
+			}
+		}()
+	})
+	do(t, b, fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: pattern, RequestStage: fetch.RequestStageResponse}}))
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return dropped
+	}
+}
+
 // onlyDownload waits for the one file the browser saves into dir (whatever name it cleaned the file's
 // name into) and returns its name.
 func onlyDownload(t *testing.T, dir string) string {
@@ -380,12 +421,24 @@ func TestUIPersonInbox(t *testing.T) {
 		t.Fatalf("the agent's view of the reply: %v", reply)
 	}
 
-	// Mark processed: the agent sees the receipt.
+	// Mark processed: the agent sees the receipt, and the person's consumer has a checkpoint.
 	clickButton(t, b, "", "Mark processed")
 	waitJS(t, b, "the processed stage", `document.querySelector(".bar .badge").textContent === "processed"`)
 	if n := receipts("processed"); n != 1 {
 		t.Fatalf("the agent sees %d processed receipts; want 1", n)
 	}
+	if pg := read(t, e.s, e.person, nil, 10); pg.CheckpointCursor == nil || *pg.CheckpointCursor == "" {
+		t.Fatalf("no checkpoint stored for the person's consumer after the acknowledgements: %+v", pg)
+	}
+
+	// The agent answers the reply; the new message arrives live, and its view shows the thread.
+	follow := tool(t, e.mcp, "waypost_send", map[string]any{"request_id": "agent-2", "recipient_ids": []string{e.person.actor},
+		"in_reply_to": reply["message_id"], "subject": "Preparing option 2", "body": map[string]any{"text": "On it."}})
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/inbox"))
+	waitText(t, b, "Preparing option 2")
+	do(t, b, chromedp.Click(`a[href="#/message/`+follow["message_id"].(string)+`"]`, chromedp.ByQuery))
+	waitJS(t, b, "the thread", `[...document.querySelectorAll("ol.thread li")].some((li) => li.textContent.startsWith("Research notes ready")) && `+
+		`[...document.querySelectorAll("ol.thread li")].some((li) => li.textContent.startsWith("Preparing option 2 (this message)"))`)
 
 	// Compose with a double click: one message.
 	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/compose"))
@@ -404,6 +457,33 @@ func TestUIPersonInbox(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("a double-clicked Send stored %d messages; want 1", n)
+	}
+
+	// A lost answer: the first send commits but its response never reaches the page; pressing Send again
+	// returns the same message instead of storing a second.
+	lost := loseResponses(t, b, "*/v0/messages", 1)
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/#/inbox"), chromedp.Navigate(e.s.base+"/ui/#/compose"))
+	waitText(t, b, "New message")
+	do(t, b, chromedp.Click(`input[value="`+e.agent.actor+`"]`, chromedp.ByQuery))
+	setValue(t, b, `input[name=subject]`, "Lost answer")
+	setValue(t, b, `textarea[name=text]`, "Stored once although sent twice.")
+	clickButton(t, b, "form", "Send")
+	waitText(t, b, "Press Send again: it is stored once, never twice.")
+	if n := lost(); n != 1 {
+		t.Fatalf("%d responses lost; want 1", n)
+	}
+	clickButton(t, b, "form", "Send")
+	waitText(t, b, "Sent: ")
+	var shown string
+	do(t, b, chromedp.Text(`.form-status a`, &shown, chromedp.ByQuery))
+	var ids []string
+	for _, it := range feedOf(t, e.mcp, e.agent.consumer) {
+		if it["item_type"] == "message" && it["data"].(map[string]any)["subject"] == "Lost answer" {
+			ids = append(ids, it["resource_id"].(string))
+		}
+	}
+	if len(ids) != 1 || ids[0] != shown {
+		t.Fatalf("after a lost answer and a second press the agent has %v; want the one message the page shows, %s", ids, shown)
 	}
 
 	// Memory: the agent publishes a snapshot, then deletes one item; the person browses both revisions.
@@ -474,18 +554,50 @@ func TestUIConsole(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// Quotas.
+	setValue(t, b, `input[name=max_items]`, "12345")
+	clickButton(t, b, "", "Save quotas")
+	waitText(t, b, "Quotas saved.")
+	sp, _ := ok[struct {
+		Quotas struct {
+			MaxItems int64 `json:"max_items"`
+		} `json:"quotas"`
+	}](t, e.s, request{Method: "GET", Path: e.adm.path(""), Token: adminSecret})
+	if sp.Quotas.MaxItems != 12345 {
+		t.Fatalf("quotas after the console saved them: %+v", sp)
+	}
+
+	// An actor and its consumer.
+	idIn := func(prefix string) string {
+		var id string
+		do(t, b, chromedp.Evaluate(`(document.body.innerText.match(/`+prefix+` ([A-Za-z0-9_-]+) created\./) || [])[1] || ""`, &id))
+		return id
+	}
+	setValue(t, b, `input[name=actor_name]`, "helper")
+	clickButton(t, b, "", "Create actor")
+	waitText(t, b, "created.")
+	actor := idIn("Actor")
+	clickButton(t, b, "", "Create consumer")
+	waitText(t, b, "Consumer ")
+	waitJS(t, b, "the new consumer", `/Consumer [A-Za-z0-9_-]+ created\./.test(document.body.innerText)`)
+	consumer := idIn("Consumer")
+	if actor == "" || consumer == "" {
+		t.Fatalf("actor %q, consumer %q from the page", actor, consumer)
+	}
+
 	// A token, shown once, that works at once; revoked, refused at once.
-	setValue(t, b, `input[name=token_actor]`, e.person.actor)
-	setValue(t, b, `input[name=token_consumer]`, e.person.consumer)
+	setValue(t, b, `input[name=token_actor]`, actor)
+	setValue(t, b, `input[name=token_consumer]`, consumer)
 	clickButton(t, b, "#tokens", "Create token")
 	waitJS(t, b, "the new token", `!!document.querySelector("#new-token")`)
 	var token string
 	do(t, b, chromedp.Value(`#new-token`, &token, chromedp.ByQuery))
 	me, _ := ok[struct {
-		ActorID string   `json:"actor_id"`
-		Scopes  []string `json:"scopes"`
+		ActorID    string   `json:"actor_id"`
+		ConsumerID string   `json:"consumer_id"`
+		Scopes     []string `json:"scopes"`
 	}](t, e.s, request{Method: "GET", Path: "/v0/describe", Token: token})
-	if me.ActorID != e.person.actor || len(me.Scopes) != len(personScopes) {
+	if me.ActorID != actor || me.ConsumerID != consumer || len(me.Scopes) != len(personScopes) {
 		t.Fatalf("describe with the console's token: %+v", me)
 	}
 	clickButton(t, b, "#tokens tbody", "Revoke")

@@ -12,6 +12,13 @@ import { composeView } from "./compose.js";
 import { memoryView, collectionView } from "./memory.js";
 import { consoleView, spaceView } from "./console.js";
 
+/** NoConsumer is thrown when the signed-in token is bound to no consumer, so it has no feed to read. */
+class NoConsumer extends Error {
+  constructor() {
+    super("This token is bound to no consumer, so it has no inbox to read.");
+  }
+}
+
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const bannerEl = document.getElementById("banner");
@@ -31,7 +38,10 @@ const ctx = {
   go(hash) { if (location.hash === hash) route(); else location.hash = hash; },
   /** feedFor starts the person's feed once per sign-in. */
   async startFeed() {
-    await ctx.person.describe();
+    const me = await ctx.person.describe();
+    if (!me.consumer_id) {
+      throw new NoConsumer();
+    }
     if (!ctx.feed) {
       ctx.feed = new Feed(ctx.person);
       ctx.feed.subscribe(showFeedState);
@@ -122,8 +132,10 @@ async function route() {
       await view(vctx, ...m.slice(1));
     } catch (e) {
       if (here.left) return;
-      ctx.error(e);
-      const { what, todo } = explain(e);
+      const { what, todo } = e instanceof NoConsumer
+        ? { what: e.message, todo: "Ask the owner for a token made with --consumer (your consumer's ID), then sign out and in again." }
+        : explain(e);
+      if (!(e instanceof NoConsumer)) ctx.error(e);
       replace(container, h("section", { class: "card" }, h("h1", {}, "This page could not be shown"),
         h("p", {}, what), h("p", {}, todo),
         h("button", { type: "button", onclick: () => route() }, "Try again")));

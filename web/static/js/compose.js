@@ -1,7 +1,6 @@
 // compose.js writes a new message to the recipients the person's token may send to.
 
-import { explain } from "./api.js";
-import { Draft } from "./draft.js";
+import { Draft, sendFailure } from "./draft.js";
 import { h, field, replace } from "./dom.js";
 
 /** composeView is the new-message form. Its draft keeps one request_id until the message is committed. */
@@ -39,8 +38,7 @@ export async function composeView(ctx) {
       replace(out, "Sent: ", h("a", { href: `#/message/${res.message_id || res.resource_id}` }, res.message_id || res.resource_id), ".");
       subject.value = ""; text.value = "";
     } catch (err) {
-      const { what, todo } = explain(err);
-      out.textContent = `Not sent: ${what} ${todo}` + (err.code === "UNREACHABLE" || err.retryAfter ? " Sending again is safe: it will not be stored twice." : "");
+      out.textContent = sendFailure(err);
       fresh.hidden = err.code !== "IDEMPOTENCY_CONFLICT";
     } finally { send.disabled = false; }
   } },

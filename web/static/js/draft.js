@@ -3,6 +3,7 @@
 // a double click, a retry after a lost answer, or a reload and send again all name the same submission,
 // so the message is stored at most once (RFC §7).
 
+import { explain } from "./api.js";
 import { newRequestID } from "./format.js";
 
 /** Draft is one message being written, under a key such as "compose" or "reply:<message_id>". */
@@ -40,4 +41,15 @@ export class Draft {
     this.fields = {};
     this.attempted = false;
   }
+}
+
+/** sendFailure says what a failed send means. When the answer may have been lost (no answer, a server
+ * fault, a retryable refusal), the message may already be stored: pressing Send again is safe, because
+ * the draft keeps its request_id. */
+export function sendFailure(err) {
+  const { what, todo } = explain(err);
+  const uncertain = err && (err.code === "UNREACHABLE" || err.code === "INTERNAL" || err.code === "STORAGE_UNAVAILABLE" || err.code === "BAD_RESPONSE");
+  if (uncertain) return `${what} The message may or may not be stored. Press Send again: it is stored once, never twice.`;
+  if (err && err.code === "RATE_LIMITED") return `Not sent yet: ${what} ${todo} It is stored once, however often you press Send.`;
+  return `Not sent: ${what} ${todo}`;
 }

@@ -3,7 +3,7 @@
 
 import { explain } from "./api.js";
 import { download } from "./download.js";
-import { Draft } from "./draft.js";
+import { Draft, sendFailure } from "./draft.js";
 import { h, replace, dl, field } from "./dom.js";
 import { bytes, json, timeEl } from "./format.js";
 
@@ -107,8 +107,7 @@ function replyForm(ctx, msg) {
       out.replaceChildren("Reply sent (", h("code", {}, res.message_id || res.resource_id), ").");
       text.value = "";
     } catch (err) {
-      const { what, todo } = explain(err);
-      out.textContent = `Not sent: ${what} ${todo}` + (err.code === "UNREACHABLE" ? " Sending again is safe: it will not be stored twice." : "");
+      out.textContent = sendFailure(err);
     } finally { send.disabled = false; }
   } },
     h("h2", {}, "Reply"),
