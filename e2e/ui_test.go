@@ -27,6 +27,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -738,7 +739,7 @@ func TestUIHostileContent(t *testing.T) {
 }
 
 // TestUIPhone: at a phone's width (390 CSS pixels, touch) the inbox, a message and the console fit the
-// screen without sideways scrolling; the screenshots in docs/screenshots come from here and TestUIConsole.
+// screen without sideways scrolling, and times show in the viewer's own zone; the screenshots in docs/screenshots come from here and TestUIConsole.
 func TestUIPhone(t *testing.T) {
 	t.Parallel()
 	rcv := goneReceiver(t)
@@ -749,10 +750,18 @@ func TestUIPhone(t *testing.T) {
 		"body":     map[string]any{"text": "All 14 services are up. A_very_long_unbroken_identifier_that_must_wrap_rather_than_push_the_page_sideways_0123456789."},
 		"metadata": map[string]any{"run": "https://ci.example/runs/1234567890/very/long/path/that/should/wrap"}})
 	b := browsertest.New(t, browsertest.Options{Width: 390, Height: 844, Mobile: true})
+	// The viewer is in India (UTC+05:30, no daylight saving time): times show in that zone.
+	do(t, b, emulation.SetTimezoneOverride("Asia/Kolkata"), emulation.SetLocaleOverride().WithLocale("en-US"))
 	fits := `document.documentElement.scrollWidth <= window.innerWidth`
 	e.signIn(t, b)
 	waitText(t, b, "Deployment report")
 	waitJS(t, b, "the inbox fits the phone", fits)
+	committed, err := time.Parse(time.RFC3339Nano, long["committed_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := committed.In(time.FixedZone("IST", 5*3600+1800)).Format("Jan 2, 2006, 3:04 PM")
+	waitJS(t, b, "the time in the viewer's zone ("+local+")", `[...document.querySelectorAll("li.item time")].some((el) => el.textContent.replace(/\s/g, " ") === `+js(local)+`)`)
 	screenshot(t, b, "inbox-phone", "")
 	do(t, b, chromedp.Click(`a[href="#/message/`+long["message_id"].(string)+`"]`, chromedp.ByQuery))
 	waitText(t, b, "All 14 services are up")
