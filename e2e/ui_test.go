@@ -31,6 +31,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/waypost/waypost/internal/browsertest"
@@ -160,6 +161,25 @@ func (e *uiEnv) upload(t *testing.T, name, contentType string, content []byte) s
 	ok[map[string]any](t, e.s, request{Method: "POST", Path: "/v0/blobs/commit", Token: e.agent.token,
 		Body: map[string]any{"request_id": "bc-" + prep.UploadID, "upload_id": prep.UploadID}})
 	return prep.BlobID
+}
+
+// tabTo presses Tab until the element matching sel has the focus (at most 40 times), checking on the way
+// that every focused element shows a focus outline.
+func tabTo(t *testing.T, b *browsertest.Browser, sel string) {
+	t.Helper()
+	for i := 0; i < 40; i++ {
+		var state string
+		do(t, b, chromedp.Evaluate(`(() => { const a = document.activeElement; if (!a || a === document.body || a.id === "main") return "none";
+			if (a.matches(`+js(sel)+`)) return "there"; return getComputedStyle(a).outlineStyle === "none" ? "unmarked " + a.outerHTML.slice(0, 80) : "marked"; })()`, &state))
+		switch {
+		case state == "there":
+			return
+		case strings.HasPrefix(state, "unmarked"):
+			t.Fatalf("the keyboard focus is not visible on %s", state)
+		}
+		do(t, b, chromedp.KeyEvent(kb.Tab))
+	}
+	t.Fatalf("Tab never reached %s", sel)
 }
 
 // do runs chromedp actions in the browser's tab and fails the test on an error.
@@ -379,8 +399,10 @@ func TestUIPersonInbox(t *testing.T) {
 	waitJS(t, b, "an unread badge", `document.querySelector("li.item.message.unread .badge").textContent === "unread"`)
 	screenshot(t, b, "inbox-desktop", "")
 
-	// Open it: subject, body, metadata, attachment; opening marks it received.
-	do(t, b, chromedp.Click(`a[href="#/message/`+msgID+`"]`, chromedp.ByQuery))
+	// Open it with the keyboard alone (Tab to the link, Enter): subject, body, metadata, attachment;
+	// opening marks it received.
+	tabTo(t, b, `a[href="#/message/`+msgID+`"]`)
+	do(t, b, chromedp.KeyEvent(kb.Enter))
 	waitJS(t, b, "the message view", `document.querySelector("h1.subject") && document.querySelector("h1.subject").textContent === "Research notes ready"`)
 	waitJS(t, b, "the body", `document.querySelector("pre.body").textContent === "Three options are summarized.\nWhich one should I prepare?"`)
 	waitJS(t, b, "the metadata", `JSON.parse(document.querySelector("pre.metadata").textContent).project === "atlas"`)
@@ -538,6 +560,7 @@ func TestUIConsole(t *testing.T) {
 	setValue(t, b, `input[name=space]`, e.adm.space.SpaceID)
 	clickButton(t, b, "form", "Open")
 	waitText(t, b, "Stats by stage")
+	waitJS(t, b, "a label for every form control", `[...document.querySelectorAll("input, select, textarea")].every((el) => el.labels && el.labels.length > 0 && el.labels[0].textContent.trim() !== "")`)
 	waitJS(t, b, "the person's consumer in the stats", `document.querySelector("#stats").textContent.includes(`+js(e.person.consumer)+`)`)
 	waitJS(t, b, "the failed delivery", `document.querySelector("#webhooks").textContent.includes("410")`)
 	screenshot(t, b, "console-stats-desktop", "#stats")
