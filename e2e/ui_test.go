@@ -50,7 +50,7 @@ type uiEnv struct {
 }
 
 var (
-	personScopes = []string{"message.send", "message.read", "receipt.write", "blob.read", "memory.read"}
+	personScopes = []string{"message.send", "message.read", "receipt.write", "blob.read", "blob.write", "memory.read"}
 	agentScopes  = []string{"message.send", "message.read", "receipt.write", "blob.write", "blob.read", "memory.read", "memory.write"}
 )
 
@@ -490,6 +490,12 @@ func TestUIPersonInbox(t *testing.T) {
 	do(t, b, chromedp.Click(`input[value="`+e.agent.actor+`"]`, chromedp.ByQuery))
 	setValue(t, b, `input[name=subject]`, "Lost answer")
 	setValue(t, b, `textarea[name=text]`, "Stored once although sent twice.")
+	attachment := bytes.Repeat([]byte("row,value\n1,2\n"), 500)
+	attachPath := filepath.Join(t.TempDir(), "table.csv")
+	if err := os.WriteFile(attachPath, attachment, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	do(t, b, chromedp.SetUploadFiles(`input[type=file]`, []string{attachPath}, chromedp.ByQuery))
 	clickButton(t, b, "form", "Send")
 	waitText(t, b, "Press Send again: it is stored once, never twice.")
 	if n := lost(); n != 1 {
@@ -507,6 +513,27 @@ func TestUIPersonInbox(t *testing.T) {
 	}
 	if len(ids) != 1 || ids[0] != shown {
 		t.Fatalf("after a lost answer and a second press the agent has %v; want the one message the page shows, %s", ids, shown)
+	}
+	// Its attachment, uploaded from the browser once, is the file's bytes.
+	got := tool(t, e.mcp, "waypost_get_message", map[string]any{"message_id": shown})
+	atts, _ := got["attachment_ids"].([]any)
+	if len(atts) != 1 {
+		t.Fatalf("the message has attachments %v; want the one file", got["attachment_ids"])
+	}
+	info := tool(t, e.mcp, "waypost_blob_get", map[string]any{"blob_id": atts[0]})
+	if info["filename"] != "table.csv" || info["content_type"] != "text/csv" {
+		t.Errorf("attachment %v: want table.csv as text/csv", info)
+	}
+	req, _ := http.NewRequest("GET", e.s.base+"/v0/blobs/"+atts[0].(string)+"/content", nil)
+	req.Header.Set("Authorization", "Bearer "+e.agent.token)
+	resp, err := e.s.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(body, attachment) {
+		t.Fatalf("the attachment as the agent reads it: HTTP %d, %d bytes; want the %d bytes of the file", resp.StatusCode, len(body), len(attachment))
 	}
 
 	// Memory: the agent publishes a snapshot, then deletes one item; the person browses both revisions.

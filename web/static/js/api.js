@@ -63,6 +63,24 @@ export class Client {
     return res;
   }
 
+  /** put uploads bytes to an upload URL with the headers blob.prepare named; the credential goes along
+   * only to this origin (a presigned storage URL takes none). */
+  async put(url, headers, bytes) {
+    const target = new URL(url, location.href);
+    const h = { ...(headers || {}) };
+    if (target.origin === location.origin) h.Authorization = `Bearer ${this.credential()}`;
+    let res;
+    try {
+      res = await fetch(target, { method: "PUT", headers: h, body: bytes, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+    } catch {
+      throw new ApiError({ code: "UNREACHABLE", message: "The upload could not reach the server." });
+    }
+    let env = {};
+    try { env = await res.json(); } catch { /* not an envelope */ }
+    if (!res.ok) throw this.failure(res, env);
+    return env.data;
+  }
+
   failure(res, env) {
     const e = env.error || {};
     const ra = Number(res.headers.get("Retry-After"));

@@ -1,5 +1,6 @@
 // compose.js writes a new message to the recipients the person's token may send to.
 
+import { uploadFile } from "./attach.js";
 import { Draft, sendFailure } from "./draft.js";
 import { h, field, replace } from "./dom.js";
 
@@ -22,6 +23,8 @@ export async function composeView(ctx) {
   const text = h("textarea", { name: "text", rows: 8, required: true, value: draft.fields.text || "" });
   subject.addEventListener("input", () => draft.save({ subject: subject.value }));
   text.addEventListener("input", () => draft.save({ text: text.value }));
+  const files = h("input", { type: "file", name: "files", multiple: true });
+  const canAttach = ctx.person.has("blob.write");
   const send = h("button", { type: "submit", class: "primary" }, "Send");
   const out = h("p", { class: "form-status", role: "status" });
   const fresh = h("button", { type: "button", hidden: true, onclick: () => { draft.discard(); ctx.go("#/compose"); } }, "Start a new draft");
@@ -34,7 +37,21 @@ export async function composeView(ctx) {
     try {
       const body = { recipient_ids: to, body: { text: text.value } };
       if (subject.value) body.subject = subject.value;
+      const chosen = canAttach ? [...files.files] : [];
+      if (chosen.length) {
+        body.attachment_ids = [];
+        for (const [i, f] of chosen.entries()) {
+          const key = `${i}:${f.name}:${f.size}:${f.lastModified}`;
+          if (!draft.blobs.has(key)) {
+            out.textContent = `Uploading ${f.name} (${i + 1} of ${chosen.length})…`;
+            draft.blobs.set(key, await uploadFile(ctx.person.client, f, `${draft.requestID}.f${i}`));
+          }
+          body.attachment_ids.push(draft.blobs.get(key));
+        }
+        out.textContent = "Sending…";
+      }
       const res = await draft.send(ctx.person.client, body);
+      files.value = "";
       replace(out, "Sent: ", h("a", { href: `#/message/${res.message_id || res.resource_id}` }, res.message_id || res.resource_id), ".");
       subject.value = ""; text.value = "";
     } catch (err) {
@@ -49,6 +66,7 @@ export async function composeView(ctx) {
         : h("p", {}, "Your token may not send to anyone else.")),
     field("Subject", subject),
     field("Message", text, "Sent as plain text."),
+    canAttach ? field("Attach files (optional)", files, "Each file is uploaded and sealed before the message is sent.") : null,
     h("div", { class: "actions" }, send, fresh), out);
   ctx.main.replaceChildren(form);
 }

@@ -10,7 +10,7 @@ import { h, field, replace, dl, table } from "./dom.js";
 import { bytes, newRequestID, seconds, timeEl } from "./format.js";
 
 const SCOPES = ["message.send", "message.read", "receipt.write", "blob.write", "blob.read", "memory.read", "memory.write", "subscription.manage", "space.observe"];
-const PERSON_SCOPES = new Set(["message.send", "message.read", "receipt.write", "blob.read", "memory.read"]);
+const PERSON_SCOPES = new Set(["message.send", "message.read", "receipt.write", "blob.read", "blob.write", "memory.read"]);
 
 /** remembered is a list kept in sessionStorage for this browser session. */
 function remembered(name) {

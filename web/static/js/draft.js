@@ -16,6 +16,7 @@ export class Draft {
     this.fields = (saved && saved.fields) || {};
     this.attempted = !!(saved && saved.attempted);
     this.inFlight = null;
+    this.blobs = new Map(); // attached files already sealed for this draft: key → blob_id (this page only)
   }
 
   save(fields) {
@@ -40,6 +41,7 @@ export class Draft {
     this.requestID = newRequestID("ui-msg");
     this.fields = {};
     this.attempted = false;
+    this.blobs = new Map();
   }
 }
 

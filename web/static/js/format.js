@@ -44,5 +44,7 @@ export function json(v) {
 
 /** newRequestID makes a request_id for one write: [A-Za-z0-9_.:-], unique per draft or action. */
 export function newRequestID(prefix) {
-  return `${prefix}-${crypto.randomUUID()}`;
+  // crypto.randomUUID exists only in secure contexts (HTTPS, localhost); getRandomValues everywhere.
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return `${prefix}-${[...b].map((x) => x.toString(16).padStart(2, "0")).join("")}`;
 }
