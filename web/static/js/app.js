@@ -29,6 +29,7 @@ const ctx = {
   person: null,
   admin: null,
   feed: null,
+  keepBanner: false, // the next route keeps the banner (it says why the person was sent there)
   banner(kind, what, todo, action) {
     if (!what) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
     bannerEl.className = `banner ${kind}`;
@@ -36,7 +37,7 @@ const ctx = {
     bannerEl.hidden = false;
   },
   go(hash) { if (location.hash === hash) route(); else location.hash = hash; },
-  /** feedFor starts the person's feed once per sign-in. */
+  /** startFeed starts the person's feed once per sign-in (it needs a token bound to a consumer). */
   async startFeed() {
     const me = await ctx.person.describe();
     if (!me.consumer_id) {
@@ -74,11 +75,13 @@ ctx.person = new PersonSession((err) => {
   ctx.stopFeed();
   const { what, todo } = explain(err, "token");
   ctx.banner("error", what, todo);
+  ctx.keepBanner = true;
   ctx.go("#/inbox");
 });
 ctx.admin = new AdminSession((err) => {
   const { what, todo } = explain(err, "admin");
   ctx.banner("error", what, todo);
+  ctx.keepBanner = true;
   ctx.go("#/console");
 });
 
@@ -108,6 +111,8 @@ let current = null; // the shown route: its cleanups and whether it was left
  * own onLeave, so a slow view that finishes after the person moved on changes nothing on screen. */
 async function route() {
   if (current) current.leave();
+  if (ctx.keepBanner) ctx.keepBanner = false;
+  else if (!ctx.feed || ctx.feed.state.phase !== "retrying") ctx.banner();
   const container = h("div", { class: "view" }, h("p", { class: "loading", role: "status" }, "Loading…"));
   const cleanups = [];
   const here = { left: false, leave() { here.left = true; for (const fn of cleanups.splice(0)) fn(); } };
