@@ -51,6 +51,8 @@ func Handler() http.Handler {
 			r2.URL.Path = "/favicon.svg"
 			w.Header().Set("Content-Type", "image/svg+xml")
 			files.ServeHTTP(w, r2)
+		case r.URL.Path != Prefix && strings.HasSuffix(r.URL.Path, "/"):
+			http.NotFound(w, r) // no directory listings
 		case strings.HasPrefix(r.URL.Path, Prefix):
 			if strings.HasSuffix(r.URL.Path, ".js") {
 				w.Header().Set("Content-Type", "text/javascript; charset=utf-8")

@@ -58,8 +58,10 @@ func TestHandlerServesTheAppWithItsSecurityHeaders(t *testing.T) {
 	if res := get(t, h, "/ui"); res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/ui/" {
 		t.Errorf("/ui: HTTP %d to %q, want a redirect to /ui/", res.StatusCode, res.Header.Get("Location"))
 	}
-	if res := get(t, h, "/ui/missing.js"); res.StatusCode != http.StatusNotFound {
-		t.Errorf("/ui/missing.js: HTTP %d", res.StatusCode)
+	for _, path := range []string{"/ui/missing.js", "/ui/js/", "/elsewhere"} {
+		if res := get(t, h, path); res.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: HTTP %d, want 404", path, res.StatusCode)
+		}
 	}
 }
 
