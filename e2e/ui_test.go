@@ -182,6 +182,26 @@ func tabTo(t *testing.T, b *browsertest.Browser, sel string) {
 	t.Fatalf("Tab never reached %s", sel)
 }
 
+// blobBytes reads a blob's bytes over HTTP as the agent.
+func (e *uiEnv) blobBytes(t *testing.T, blobID string) []byte {
+	t.Helper()
+	req, err := http.NewRequest("GET", e.s.base+"/v0/blobs/"+blobID+"/content", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.agent.token)
+	resp, err := e.s.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("blob %s: HTTP %d, %v", blobID, resp.StatusCode, err)
+	}
+	return body
+}
+
 // do runs chromedp actions in the browser's tab and fails the test on an error.
 func do(t *testing.T, b *browsertest.Browser, actions ...chromedp.Action) {
 	t.Helper()
@@ -431,6 +451,12 @@ func TestUIPersonInbox(t *testing.T) {
 
 	// Reply; the agent reads it over MCP.
 	setValue(t, b, "form.reply textarea", "Option 2, please.")
+	notes := []byte("my notes on option 2\n")
+	notesPath := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notesPath, notes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	do(t, b, chromedp.SetUploadFiles(`form.reply input[type=file]`, []string{notesPath}, chromedp.ByQuery))
 	clickButton(t, b, "form.reply", "Send reply")
 	waitText(t, b, "Reply sent")
 	var reply map[string]any
@@ -442,6 +468,9 @@ func TestUIPersonInbox(t *testing.T) {
 	if reply == nil || reply["body"].(map[string]any)["text"] != "Option 2, please." || reply["thread_id"] != sent["thread_id"] ||
 		reply["producer_id"] != e.person.actor {
 		t.Fatalf("the agent's view of the reply: %v", reply)
+	}
+	if atts, _ := reply["attachment_ids"].([]any); len(atts) != 1 || !bytes.Equal(e.blobBytes(t, atts[0].(string)), notes) {
+		t.Fatalf("the reply's attachments %v: want notes.txt's bytes", reply["attachment_ids"])
 	}
 
 	// Mark processed: the agent sees the receipt, and the person's consumer has a checkpoint.
@@ -524,16 +553,8 @@ func TestUIPersonInbox(t *testing.T) {
 	if info["filename"] != "table.csv" || info["content_type"] != "text/csv" {
 		t.Errorf("attachment %v: want table.csv as text/csv", info)
 	}
-	req, _ := http.NewRequest("GET", e.s.base+"/v0/blobs/"+atts[0].(string)+"/content", nil)
-	req.Header.Set("Authorization", "Bearer "+e.agent.token)
-	resp, err := e.s.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !bytes.Equal(body, attachment) {
-		t.Fatalf("the attachment as the agent reads it: HTTP %d, %d bytes; want the %d bytes of the file", resp.StatusCode, len(body), len(attachment))
+	if body := e.blobBytes(t, atts[0].(string)); !bytes.Equal(body, attachment) {
+		t.Fatalf("the attachment as the agent reads it: %d bytes; want the %d bytes of the file", len(body), len(attachment))
 	}
 
 	// Memory: the agent publishes a snapshot, then deletes one item; the person browses both revisions.

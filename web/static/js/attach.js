@@ -25,3 +25,19 @@ export async function uploadFile(client, file, requestIDBase) {
   await client.call("POST", "/v0/blobs/commit", { request_id: `${requestIDBase}.commit`, upload_id: prep.upload_id });
   return prep.blob_id;
 }
+
+/** attachAll uploads the files chosen in input for draft (each once per draft), reporting progress in
+ * out, and returns their blob IDs in order. */
+export async function attachAll(client, draft, input, out) {
+  const ids = [];
+  const chosen = input ? [...input.files] : [];
+  for (const [i, f] of chosen.entries()) {
+    const key = `${i}:${f.name}:${f.size}:${f.lastModified}`;
+    if (!draft.blobs.has(key)) {
+      out.textContent = `Uploading ${f.name} (${i + 1} of ${chosen.length})…`;
+      draft.blobs.set(key, await uploadFile(client, f, `${draft.requestID}.f${i}`));
+    }
+    ids.push(draft.blobs.get(key));
+  }
+  return ids;
+}

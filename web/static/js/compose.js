@@ -1,6 +1,6 @@
 // compose.js writes a new message to the recipients the person's token may send to.
 
-import { uploadFile } from "./attach.js";
+import { attachAll } from "./attach.js";
 import { Draft, sendFailure } from "./draft.js";
 import { h, field, replace } from "./dom.js";
 
@@ -37,17 +37,9 @@ export async function composeView(ctx) {
     try {
       const body = { recipient_ids: to, body: { text: text.value } };
       if (subject.value) body.subject = subject.value;
-      const chosen = canAttach ? [...files.files] : [];
-      if (chosen.length) {
-        body.attachment_ids = [];
-        for (const [i, f] of chosen.entries()) {
-          const key = `${i}:${f.name}:${f.size}:${f.lastModified}`;
-          if (!draft.blobs.has(key)) {
-            out.textContent = `Uploading ${f.name} (${i + 1} of ${chosen.length})…`;
-            draft.blobs.set(key, await uploadFile(ctx.person.client, f, `${draft.requestID}.f${i}`));
-          }
-          body.attachment_ids.push(draft.blobs.get(key));
-        }
+      const ids = await attachAll(ctx.person.client, draft, canAttach ? files : null, out);
+      if (ids.length) {
+        body.attachment_ids = ids;
         out.textContent = "Sending…";
       }
       const res = await draft.send(ctx.person.client, body);

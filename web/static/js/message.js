@@ -2,6 +2,7 @@
 // person mark it received or processed and reply.
 
 import { explain } from "./api.js";
+import { attachAll } from "./attach.js";
 import { download } from "./download.js";
 import { Draft, sendFailure } from "./draft.js";
 import { h, replace, dl, field } from "./dom.js";
@@ -95,23 +96,27 @@ function replyForm(ctx, msg) {
   const text = h("textarea", { name: "text", rows: 5, required: true, value: draft.fields.text || "" });
   text.addEventListener("input", () => draft.save({ text: text.value }));
   const out = h("p", { class: "form-status", role: "status" });
+  const files = ctx.person.has("blob.write") ? h("input", { type: "file", name: "files", multiple: true }) : null;
   const send = h("button", { type: "submit", class: "primary" }, "Send reply");
   const form = h("form", { class: "card reply", onsubmit: async (e) => {
     e.preventDefault();
     send.disabled = true;
     out.textContent = "Sending…";
     try {
-      const res = await draft.send(ctx.person.client, {
-        recipient_ids: [msg.producer_id], in_reply_to: msg.message_id, body: { text: text.value },
-      });
+      const body = { recipient_ids: [msg.producer_id], in_reply_to: msg.message_id, body: { text: text.value } };
+      const ids = await attachAll(ctx.person.client, draft, files, out);
+      if (ids.length) body.attachment_ids = ids;
+      const res = await draft.send(ctx.person.client, body);
       out.replaceChildren("Reply sent (", h("code", {}, res.message_id || res.resource_id), ").");
       text.value = "";
+      if (files) files.value = "";
     } catch (err) {
       out.textContent = sendFailure(err);
     } finally { send.disabled = false; }
   } },
     h("h2", {}, "Reply"),
     field(`Reply to ${msg.producer_id}`, text),
+    files ? field("Attach files (optional)", files) : null,
     h("div", { class: "actions" }, send), out);
   return form;
 }
