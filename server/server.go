@@ -34,6 +34,7 @@ import (
 	"github.com/waypost/waypost/internal/shedlog"
 	"github.com/waypost/waypost/store/fsblob"
 	"github.com/waypost/waypost/store/pebble"
+	"github.com/waypost/waypost/web"
 	"github.com/waypost/waypost/webhook/dial"
 	"github.com/waypost/waypost/webhook/sender"
 )
@@ -271,6 +272,11 @@ func Open(cfg Config) (_ *Server, err error) {
 		for _, rt := range as.Routes() {
 			api.Mount(rt.Pattern, rt.Handler)
 		}
+	}
+	// The web app (issue 29): the person's inbox and the owner's console, static files over the public API.
+	ui := web.Handler()
+	for _, pattern := range []string{"GET " + web.Prefix, "GET /ui", "GET /favicon.ico"} {
+		api.Mount(pattern, ui)
 	}
 	s.store, s.svc, s.api = st, svc, api
 	if err := s.verifyRestore(context.Background()); err != nil {
