@@ -605,9 +605,13 @@ func TestUIConsole(t *testing.T) {
 	if stored != `[0,"","session"]` {
 		t.Fatalf("where the admin secret is kept: %s; want sessionStorage only", stored)
 	}
+	// The control plane's lists: the space created outside the browser is listed, and so are the OAuth hosts.
+	waitJS(t, b, "the space in the list", `document.body.textContent.includes(`+js(e.adm.space.SpaceID)+`)`)
+	waitJS(t, b, "the OAuth hosts section", `!!document.querySelector("#oauth-hosts")`)
 	setValue(t, b, `input[name=space]`, e.adm.space.SpaceID)
 	clickButton(t, b, "form", "Open")
 	waitText(t, b, "Stats by stage")
+	waitJS(t, b, "the person's actor and token, made outside the browser, listed", `document.querySelector("#tokens").textContent.includes(`+js(e.person.actor)+`)`)
 	waitJS(t, b, "a label for every form control", `[...document.querySelectorAll("input, select, textarea")].every((el) => el.labels && el.labels.length > 0 && el.labels[0].textContent.trim() !== "")`)
 	waitJS(t, b, "the person's consumer in the stats", `document.querySelector("#stats").textContent.includes(`+js(e.person.consumer)+`)`)
 	waitJS(t, b, "the failed delivery", `document.querySelector("#webhooks").textContent.includes("410")`)

@@ -2,8 +2,8 @@
 // revocable), quotas, per-space stats by stage, webhook deliveries with redelivery, and space deletion
 // confirmed by typing the space's ID. The admin secret is asked once per browser session (sessionStorage).
 //
-// The control plane has no list calls for spaces, actors or tokens: the console remembers, for this
-// session only, the spaces, actors and tokens it created or opened, and takes any other by its ID.
+// Spaces, actors, consumers, tokens (with the OAuth host that holds each) and the OAuth hosts themselves
+// come from the control plane's list calls, so the console shows everything, wherever it was created.
 
 import { explain } from "./api.js";
 import { h, field, replace, dl, table } from "./dom.js";
@@ -12,16 +12,6 @@ import { bytes, newRequestID, seconds, timeEl } from "./format.js";
 const SCOPES = ["message.send", "message.read", "receipt.write", "blob.write", "blob.read", "memory.read", "memory.write", "subscription.manage", "space.observe"];
 const PERSON_SCOPES = new Set(["message.send", "message.read", "receipt.write", "blob.read", "blob.write", "memory.read"]);
 
-/** remembered is a list kept in sessionStorage for this browser session. */
-function remembered(name) {
-  const key = `waypost.console.${name}`;
-  const get = () => { try { return JSON.parse(sessionStorage.getItem(key) || "[]"); } catch { return []; } };
-  return {
-    get,
-    add(v, id) { const all = get().filter((x) => x[id] !== v[id]); all.unshift(v); sessionStorage.setItem(key, JSON.stringify(all.slice(0, 50))); },
-    update(id, val, patch) { sessionStorage.setItem(key, JSON.stringify(get().map((x) => (x[id] === val ? { ...x, ...patch } : x)))); },
-  };
-}
 
 function adminSignIn(ctx) {
   const input = h("input", { type: "password", name: "secret", autocomplete: "off", required: true, spellcheck: false });
@@ -33,21 +23,22 @@ function adminSignIn(ctx) {
       h("button", { type: "submit", class: "primary" }, "Continue")));
 }
 
-/** consoleView lists the spaces of this session and opens or creates one. */
+/** consoleView lists the spaces and the OAuth hosts, and opens or creates a space. */
 export async function consoleView(ctx) {
   if (!ctx.admin.signedIn) { ctx.main.replaceChildren(adminSignIn(ctx)); return; }
   const client = ctx.admin.client;
-  const spaces = remembered("spaces");
+  const [spaceList, hostList] = await Promise.all([client.call("GET", "/admin/v0/spaces"), client.call("GET", "/admin/v0/oauth/clients")]);
   const openID = h("input", { type: "text", name: "space", pattern: "[A-Za-z0-9_\\-]{1,96}", required: true, autocomplete: "off" });
   const name = h("input", { type: "text", name: "display_name", maxLength: 200 });
   const out = h("p", { class: "form-status", role: "status" });
   const create = h("button", { type: "submit", class: "primary" }, "Create space");
-  const known = spaces.get();
+  const known = spaceList.spaces;
+  const hosts = h("section", { class: "card", id: "oauth-hosts", "aria-labelledby": "h-hosts" });
   ctx.main.replaceChildren(h("section", {},
     h("div", { class: "bar" }, h("h1", {}, "Owner's console"),
       h("button", { type: "button", onclick: () => { ctx.admin.signOut(); ctx.go("#/console"); } }, "Forget the admin secret")),
-    known.length ? table("Spaces opened in this session", ["Space", "Name"], known.map((s) => [h("a", { href: `#/console/${s.space_id}` }, s.space_id), s.display_name || "—"]))
-      : h("p", { class: "empty" }, "No space opened in this session yet: open one by its ID (waypost admin space create prints it) or create one."),
+    known.length ? table("Spaces", ["Space", "Name", "State"], known.map((s) => [h("a", { href: `#/console/${s.space_id}` }, s.space_id), s.display_name || "—", s.state || "active"]))
+      : h("p", { class: "empty" }, "No space yet: create one below (or with waypost admin space create)."),
     h("form", { class: "card inline", onsubmit: (e) => { e.preventDefault(); ctx.go(`#/console/${openID.value.trim()}`); } },
       field("Open a space by ID", openID), h("button", { type: "submit" }, "Open")),
     h("form", { class: "card inline", onsubmit: async (e) => {
@@ -57,10 +48,27 @@ export async function consoleView(ctx) {
         const body = { request_id: newRequestID("ui-space") };
         if (name.value.trim()) body.display_name = name.value.trim();
         const sp = await client.call("POST", "/admin/v0/spaces", body);
-        spaces.add({ space_id: sp.space_id, display_name: body.display_name || "" }, "space_id");
         ctx.go(`#/console/${sp.space_id}`);
       } catch (err) { out.textContent = `${explain(err, "admin").what} ${explain(err, "admin").todo}`; } finally { create.disabled = false; }
-    } }, field("New space's name", name), create), out));
+    } }, field("New space's name", name), create), out, hosts));
+  renderHosts(hosts, client, hostList.clients);
+}
+
+/** renderHosts lists the MCP hosts registered through OAuth, each revocable (every token it holds stops). */
+function renderHosts(el, client, clients) {
+  const out = h("p", { class: "form-status", role: "status" });
+  const rows = clients.map((c) => [h("code", {}, c.client_id), c.client_name || "—", h("span", { class: "url" }, c.redirect_uris.join(" ")), timeEl(c.created_at),
+    c.revoked ? "revoked" : confirmButton("Revoke host", async () => {
+      try {
+        await client.call("POST", `/admin/v0/oauth/clients/${encodeURIComponent(c.client_id)}/revoke`, { request_id: newRequestID("ui-revoke-host") });
+        c.revoked = true;
+        renderHosts(el, client, clients);
+      } catch (err) { fail(out, err); }
+    })]);
+  replace(el, h("h2", { id: "h-hosts" }, "MCP hosts (OAuth)"),
+    rows.length ? table("Hosts registered through OAuth", ["Client", "Name", "Sends back to", "Registered", ""], rows)
+      : h("p", { class: "empty" }, "No host has registered. A host that connects through OAuth (claude.ai, ChatGPT) registers itself and asks you to approve it at /authorize."),
+    h("p", { class: "hint" }, "Revoking a host stops every token it holds at once; the tokens are listed under each space."), out);
 }
 
 /** spaceView is one space: overview and quotas, stats, actors, consumers, tokens, webhooks, deletion. */
@@ -69,7 +77,6 @@ export async function spaceView(ctx, spaceID) {
   const client = ctx.admin.client;
   const base = `/admin/v0/spaces/${encodeURIComponent(spaceID)}`;
   const space = await client.call("GET", base);
-  remembered("spaces").add({ space_id: space.space_id, display_name: space.display_name || "" }, "space_id");
   const sections = {
     overview: h("section", { class: "card", "aria-labelledby": "h-overview" }),
     stats: h("section", { class: "card", id: "stats", "aria-labelledby": "h-stats" }),
@@ -84,8 +91,7 @@ export async function spaceView(ctx, spaceID) {
     Object.values(sections)));
   const env = { ctx, client, base, space, spaceID, sections, stats: null };
   renderOverview(env);
-  renderActors(env);
-  renderTokens(env);
+  await Promise.all([renderActors(env), renderTokens(env)]);
   renderDanger(env);
   await loadStats(env);
   await loadDeliveries(env);
@@ -174,29 +180,34 @@ async function loadDeliveries(env, note) {
     ])), out);
 }
 
-function renderActors(env) {
+async function renderActors(env) {
   const { client, base, space } = env;
-  const actors = remembered(`actors.${env.spaceID}`);
+  let actors = [];
+  let consumers = [];
+  const load = async () => {
+    [actors, consumers] = await Promise.all([client.call("GET", `${base}/actors`).then((r) => r.actors), client.call("GET", `${base}/consumers`).then((r) => r.consumers)]);
+  };
   const name = h("input", { type: "text", name: "actor_name", maxLength: 200 });
   const consActor = h("input", { type: "text", name: "consumer_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const view = h("select", { name: "view" }, h("option", { value: "inbox" }, "inbox (messages to the actor)"), h("option", { value: "space_log" }, "space_log (everything; needs space.observe)"));
   const out = h("p", { class: "form-status", role: "status" });
   const draw = () => {
-    const rows = actors.get().map((a) => [h("code", {}, a.actor_id), a.display_name || "—", a.consumers ? a.consumers.map((c) => c).join(", ") : "—",
-      a.revoked ? "revoked" : confirmButton("Revoke actor", async () => {
-        try { await client.call("POST", `${base}/actors/${encodeURIComponent(a.actor_id)}/revoke`, { request_id: newRequestID("ui-revoke") }); actors.update("actor_id", a.actor_id, { revoked: true }); draw(); } catch (err) { fail(out, err); }
+    const rows = actors.map((a) => [h("code", {}, a.actor_id), a.display_name || "—",
+      consumers.filter((c) => c.actor_id === a.actor_id).map((c) => `${c.consumer_id} (${c.view})`).join(", ") || "—",
+      a.revoked ? "revoked" : a.actor_id === space.default_recipient_id ? "default recipient" : confirmButton("Revoke actor", async () => {
+        try { await client.call("POST", `${base}/actors/${encodeURIComponent(a.actor_id)}/revoke`, { request_id: newRequestID("ui-revoke") }); a.revoked = true; draw(); } catch (err) { fail(out, err); }
       })]);
     replace(env.sections.actors,
       h("h2", { id: "h-actors" }, "Actors and consumers"),
       h("p", { class: "hint" }, "The space's default recipient is ", h("code", {}, space.default_recipient_id), ". Consumers of every actor are listed under Stats."),
-      rows.length ? table("Actors created in this session", ["Actor", "Name", "Consumers", ""], rows) : null,
+      rows.length ? table("Actors", ["Actor", "Name", "Consumers", ""], rows) : null,
       h("form", { class: "inline", onsubmit: async (e) => {
         e.preventDefault();
         try {
           const body = { request_id: newRequestID("ui-actor") };
           if (name.value.trim()) body.display_name = name.value.trim();
           const a = await client.call("POST", `${base}/actors`, body);
-          actors.add({ actor_id: a.actor_id, display_name: body.display_name || "", consumers: [] }, "actor_id");
+          actors.push({ actor_id: a.actor_id, display_name: body.display_name || "" });
           consActor.value = a.actor_id;
           out.textContent = `Actor ${a.actor_id} created.`;
           name.value = "";
@@ -207,8 +218,7 @@ function renderActors(env) {
         e.preventDefault();
         try {
           const c = await client.call("POST", `${base}/consumers`, { request_id: newRequestID("ui-consumer"), actor_id: consActor.value.trim(), view: view.value });
-          const a = actors.get().find((x) => x.actor_id === consActor.value.trim());
-          if (a) actors.update("actor_id", a.actor_id, { consumers: [...(a.consumers || []), c.consumer_id] });
+          consumers.push(c);
           out.textContent = `Consumer ${c.consumer_id} created.`;
           draw();
           loadStats(env);
@@ -216,6 +226,7 @@ function renderActors(env) {
       } }, h("h3", {}, "New consumer"), field("Actor ID", consActor), field("View", view), h("button", { type: "submit" }, "Create consumer")),
       out);
   };
+  try { await load(); } catch (err) { fail(out, err); }
   draw();
 }
 
@@ -232,9 +243,9 @@ function confirmButton(label, act) {
   return b;
 }
 
-function renderTokens(env) {
+async function renderTokens(env) {
   const { client, base } = env;
-  const tokens = remembered(`tokens.${env.spaceID}`);
+  let tokens = [];
   const actor = h("input", { type: "text", name: "token_actor", required: true, autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const consumer = h("input", { type: "text", name: "token_consumer", autocomplete: "off", pattern: "[A-Za-z0-9_\\-]{1,96}" });
   const expires = h("input", { type: "datetime-local", name: "expires" });
@@ -245,17 +256,18 @@ function renderTokens(env) {
   const revoke = async (id) => {
     try {
       const r = await client.call("POST", `${base}/tokens/${encodeURIComponent(id)}/revoke`, { request_id: newRequestID("ui-revoke") });
-      tokens.update("token_id", id, { revoked: true });
+      for (const t of tokens) if (t.token_id === id) t.revoked = true;
       out.textContent = `Token ${r.token_id} revoked: it is refused from now on.`;
       draw();
     } catch (err) { fail(out, err); }
   };
   const draw = () => {
-    const rows = tokens.get().map((t) => [h("code", {}, t.token_id), h("code", {}, t.actor_id), t.consumer_id ? h("code", {}, t.consumer_id) : "—", t.scopes.join(" "),
-      t.expires_at ? timeEl(t.expires_at) : "never", t.revoked ? "revoked" : confirmButton("Revoke", () => revoke(t.token_id))]);
+    const rows = tokens.map((t) => [h("code", {}, t.token_id), h("code", {}, t.actor_id), t.consumer_id ? h("code", {}, t.consumer_id) : "—", t.scopes.join(" "),
+      t.expires_at ? timeEl(t.expires_at) : "never", t.oauth_client_id ? h("code", {}, t.oauth_client_id) : "minted",
+      t.revoked ? "revoked" : confirmButton("Revoke", () => revoke(t.token_id))]);
     replace(env.sections.tokens,
       h("h2", { id: "h-tokens" }, "Tokens"),
-      rows.length ? table("Tokens created in this session", ["Token ID", "Actor", "Consumer", "Scopes", "Expires", ""], rows) : null,
+      rows.length ? table("Tokens (never their secrets)", ["Token ID", "Actor", "Consumer", "Scopes", "Expires", "Held by", ""], rows) : null,
       h("form", { class: "stack", onsubmit: async (e) => {
         e.preventDefault();
         const scopes = boxes.filter((b) => b.checked).map((b) => b.value);
@@ -265,7 +277,7 @@ function renderTokens(env) {
         if (expires.value) body.expires_at = new Date(expires.value).toISOString();
         try {
           const t = await client.call("POST", `${base}/tokens`, body);
-          tokens.add({ token_id: t.token_id, actor_id: t.actor_id, consumer_id: t.consumer_id || "", scopes: t.scopes, expires_at: t.expires_at }, "token_id");
+          tokens.unshift({ token_id: t.token_id, actor_id: t.actor_id, consumer_id: t.consumer_id || "", scopes: t.scopes, expires_at: t.expires_at });
           draw();
           const val = h("input", { type: "text", readOnly: true, value: t.token, class: "token-value", id: "new-token", spellcheck: false });
           replace(shown, h("p", {}, h("strong", {}, "Copy this token now: it is shown only once."), " Give it to the person or agent it is for."),
@@ -283,6 +295,7 @@ function renderTokens(env) {
         h("h3", {}, "Revoke a token by ID"), field("Token ID", revokeID), h("button", { type: "submit", class: "warn" }, "Revoke token")),
       out);
   };
+  try { tokens = (await client.call("GET", `${base}/tokens`)).tokens; } catch (err) { fail(out, err); }
   draw();
 }
 
