@@ -919,3 +919,58 @@ func TestUIErrorStates(t *testing.T) {
 	clickButton(t, b, "form", "Sign in")
 	waitText(t, b, "The Waypost server could not be reached.")
 }
+
+// TestUIOAuthSignIn: a person without a token signs in through the server's own OAuth authorization server:
+// the app registers itself, the owner approves on the consent page (admin secret, the person's actor and
+// consumer), and the app lands in the person's inbox holding an ordinary token; the code never stays in the
+// address bar and nothing but the token is kept.
+func TestUIOAuthSignIn(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t)
+	tool(t, e.mcp, "waypost_send", map[string]any{"request_id": "oauth-ui-1", "recipient_ids": []string{e.person.actor},
+		"subject": "for the OAuth sign-in", "body": map[string]any{"text": "hello"}})
+	b := browsertest.New(t, browsertest.Options{})
+	do(t, b, chromedp.Navigate(e.s.base+"/ui/"))
+	waitText(t, b, "Sign in with the owner's approval")
+	do(t, b, chromedp.Click("#oauth-sign-in", chromedp.ByID))
+	// The consent page: the owner signs in and chooses the person's actor and consumer.
+	do(t, b, chromedp.WaitVisible("#secret", chromedp.ByID), chromedp.SendKeys("#secret", adminSecret, chromedp.ByID),
+		chromedp.Click("#sign-in", chromedp.ByID), chromedp.WaitVisible("#approve", chromedp.ByID))
+	waitText(t, b, "Waypost web app")
+	do(t, b, chromedp.SetValue("#actor", e.person.actor, chromedp.ByID), chromedp.SetValue("#consumer", e.person.consumer, chromedp.ByID),
+		chromedp.Click("#approve", chromedp.ByID))
+	// The approval redirects back to the app (a navigation): wait for the app's page before reading it.
+	do(t, b, chromedp.WaitVisible(`.items`, chromedp.ByQuery))
+	waitText(t, b, "for the OAuth sign-in")
+	var state string
+	do(t, b, chromedp.Evaluate(`JSON.stringify([location.search, (localStorage.getItem("waypost.person.token") || "").slice(0, 4),
+		sessionStorage.getItem("waypost.oauth.pending")])`, &state))
+	if state != `["","wpt_",null]` {
+		t.Fatalf("after the OAuth sign-in: [query, token prefix, pending] = %s; want no code in the address, a token, nothing pending", state)
+	}
+	// The token is the person's, listed with the app's OAuth client.
+	var tok string
+	do(t, b, chromedp.Evaluate(`localStorage.getItem("waypost.person.token")`, &tok))
+	me, _ := ok[struct {
+		ActorID    string `json:"actor_id"`
+		ConsumerID string `json:"consumer_id"`
+	}](t, e.s, request{Method: "GET", Path: "/v0/describe", Token: tok})
+	if me.ActorID != e.person.actor || me.ConsumerID != e.person.consumer {
+		t.Fatalf("the OAuth token acts as %+v", me)
+	}
+	list, _ := ok[struct {
+		Tokens []struct {
+			ActorID       string `json:"actor_id"`
+			OAuthClientID string `json:"oauth_client_id"`
+		} `json:"tokens"`
+	}](t, e.s, request{Method: "GET", Path: e.adm.path("/tokens"), Token: adminSecret})
+	held := 0
+	for _, tk := range list.Tokens {
+		if tk.OAuthClientID != "" && tk.ActorID == e.person.actor {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Fatalf("%d OAuth tokens of the person listed, want 1: %+v", held, list.Tokens)
+	}
+}

@@ -11,6 +11,7 @@ import { messageView } from "./message.js";
 import { composeView } from "./compose.js";
 import { memoryView, collectionView } from "./memory.js";
 import { consoleView, spaceView } from "./console.js";
+import { finishOAuth } from "./oauth.js";
 
 /** NoConsumer is thrown when the signed-in token is bound to no consumer, so it has no feed to read. */
 class NoConsumer extends Error {
@@ -151,4 +152,13 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-route();
+// A page opened by the authorization server's redirect finishes the OAuth sign-in first.
+finishOAuth().then(async (token) => {
+  if (token) {
+    await ctx.person.signIn(token);
+    if (!location.hash || location.hash === "#/") location.replace("#/inbox");
+  }
+}).catch((e) => {
+  ctx.banner("error", e.message, "");
+  ctx.keepBanner = true;
+}).finally(route);

@@ -5,11 +5,12 @@
 // sessionStorage only: it is gone when the tab or window closes, and never written anywhere else.
 //
 // A sign-in method is an object { id, label, render(done) } whose render returns the element that asks
-// for the credential and calls done(token) with a data-plane token. "Paste a token" is the only method
-// today; an OAuth method (issue #30's authorization server) is added by appending to signInMethods.
+// for the credential and calls done(token) with a data-plane token (or fail(error)). "Paste a token" and
+// "the owner's approval" (the server's OAuth authorization server, oauth.js) are offered.
 
 import { Client } from "./api.js";
 import { h, field } from "./dom.js";
+import { oauthSignIn } from "./oauth.js";
 
 const PERSON_KEY = "waypost.person.token";
 const ADMIN_KEY = "waypost.admin.secret";
@@ -83,4 +84,4 @@ export const pasteToken = {
 };
 
 /** signInMethods are the ways a person can sign in, in the order they are offered. */
-export const signInMethods = [pasteToken];
+export const signInMethods = [pasteToken, oauthSignIn];

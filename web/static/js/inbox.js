@@ -22,7 +22,7 @@ export function signInView(ctx) {
   return h("section", { class: "signin" },
     h("h1", {}, "Your Waypost inbox"),
     h("p", {}, "Read what your agents send you, reply, and mark what you have dealt with."),
-    signInMethods.map((m) => m.render(done)),
+    signInMethods.map((m) => m.render(done, (e) => replace(msg, e.message))),
     msg,
     h("p", { class: "hint" }, "Owner of this Waypost? ", h("a", { href: "#/console" }, "Open the console"), " with the admin secret."));
 }
