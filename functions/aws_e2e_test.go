@@ -169,6 +169,11 @@ func TestAWSFunctions(t *testing.T) {
 	if !d.Capabilities["live_feed"] || !d.Capabilities["webhook_events"] {
 		t.Fatalf("describe capabilities: %v", d.Capabilities)
 	}
+	// The stack serves no OAuth authorization server (README): describe must not tell an OAuth-only host
+	// that it can connect (RFC §11.3).
+	if d.Capabilities["oauth"] {
+		t.Fatal("describe publishes oauth: true on AWS, where no authorization server is served")
+	}
 
 	t.Run("feed.wait on the channel container", func(t *testing.T) {
 		// B's long poll is pending on the channel process when the mailbox function commits a message to B.
