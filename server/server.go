@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
@@ -88,6 +90,12 @@ type Config struct {
 	// DeletionPause is waited between two batches of a space deletion, to leave the disk to live
 	// traffic; 0 runs the batches back to back.
 	DeletionPause time.Duration
+	// ItemFS is the file system of the item store (nil: the operating system's). Tests pass a
+	// fault-injecting one (internal/volumefs: a volume that fills up).
+	ItemFS vfs.FS
+	// RecoverEvery is how often the item store, while it refuses writes for want of room, checks whether
+	// it can take them again; 0 means pebble.DefaultRecoverEvery.
+	RecoverEvery time.Duration
 }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
@@ -181,6 +189,11 @@ func Open(cfg Config) (_ *Server, err error) {
 		}
 	}()
 	items := metrics.Store(st, rec)
+	if s.metrics != nil {
+		if err := registerStorageGauges(s.metrics.Registry(), st); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	blobs, err := fsblob.NewWithOptions(filepath.Join(cfg.DataDir, "blobs"), fsblob.Options{NoSync: cfg.NoSyncBlobs})
 	if err != nil {
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
@@ -214,7 +227,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	dcfg := domain.Config{Store: items, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits,
-		DeletionStarted: s.deletions.wake}
+		DeletionStarted: s.deletions.wake, Storage: func() domain.StorageStatus { return storageStatus(st.Room()) }}
 	if !cfg.Webhooks.Disabled {
 		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
 		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).

@@ -21,66 +21,12 @@ import (
 	"github.com/waypost/waypost/internal/volumefs"
 )
 
-// volume returns a directory on a volume of size bytes and the file system to reach it through: a tmpfs
-// mounted for the test when it runs as root (as CI does), otherwise a fault-injecting volumefs over a
-// temporary directory (also as root with WAYPOST_TEST_VOLUMEFS=1). Either way the volume fills up and frees
-// as a real one does.
-func volume(t *testing.T, size int64) (string, vfs.FS) {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() == 0 && os.Getenv("WAYPOST_TEST_VOLUMEFS") == "" {
-		out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-		if err == nil {
-			t.Cleanup(func() {
-				if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-					t.Errorf("umount %s: %v %s", dir, err, out)
-				}
-			})
-			t.Logf("volume: tmpfs of %d bytes at %s", size, dir)
-			return dir, vfs.Default
-		}
-		t.Logf("mount tmpfs: %v %s; using volumefs", err, out)
-	}
-	v, err := volumefs.New(vfs.Default, dir, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("volume: volumefs of %d bytes over %s", size, dir)
-	return dir, v
-}
-
-// fillVolume writes a filler file through fsys until the volume has less than leave bytes free, and
-// returns its path.
-func fillVolume(t *testing.T, fsys vfs.FS, dir string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := fsys.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		u, err := fsys.GetDiskUsage(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int64(u.AvailBytes) < leave {
-			return path
-		}
-		n := min(int64(len(chunk)), int64(u.AvailBytes)-leave+1)
-		if _, err := f.Write(chunk[:n]); err != nil {
-			t.Fatalf("filling the volume: %v", err)
-		}
-	}
-}
-
 // TestFullVolumeRecovers (issue 33): on a volume that fills up, commits are refused with ErrUnavailable
 // (reads keep working, the room is reported); once space is freed, commits succeed again within seconds
 // without reopening the store; every commit acknowledged before, during and after is read back, none that
 // was refused appears — also after a crash and a reopen, which replays the journal.
 func TestFullVolumeRecovers(t *testing.T) {
-	dir, fsys := volume(t, 16<<20)
+	dir, fsys, _ := volumefs.Volume(t, 16<<20)
 	s, err := Open(filepath.Join(dir, "items"), Options{FS: fsys, RecoverEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +35,7 @@ func TestFullVolumeRecovers(t *testing.T) {
 	if s.segSize != 1<<20 {
 		t.Fatalf("segment size on a 16 MiB volume: %d, want 1 MiB", s.segSize)
 	}
-	filler := fillVolume(t, fsys, dir, RoomToStart(s.segSize)+(1<<20))
+	filler := volumefs.Fill(t, fsys, dir, RoomToStart(s.segSize)+(1<<20))
 
 	value := []byte(strings.Repeat("v", 900))
 	var (
