@@ -595,7 +595,7 @@ func (j *journal) close(clean bool) error {
 		err = j.f.Close()
 	}
 	if !clean || err != nil || j.werr != nil {
-		return errors.Join(err, j.werr)
+		return err // a failed write was reported when it happened; the next Open replays the segments
 	}
 	// A flush that cannot finish (a volume too full for the tables) is given up: the segments stay, and the
 	// next Open replays them.
