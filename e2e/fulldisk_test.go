@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
