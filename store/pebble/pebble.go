@@ -678,8 +678,8 @@ func (s *Store) failure() error {
 // fail records a storage failure, refusing every commit until the store recovers from it (recover.go), and
 // returns the failure in force.
 func (s *Store) fail(err error) error {
-	err = fmt.Errorf("%w: durable write failed; writes are refused until the store recovers (room on the volume of %s): %w",
-		port.ErrUnavailable, s.dir, err)
+	err = fmt.Errorf("%w: a durable write failed; they are refused until the store recovers (room on the volume of %s): %w",
+		port.ErrWritesRefused, s.dir, err)
 	if s.failed.CompareAndSwap(nil, &err) {
 		s.refused(err)
 	}
