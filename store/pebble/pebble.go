@@ -195,8 +195,7 @@ type Store struct {
 	recoverEvery time.Duration
 	room         roomState      // writes refused, since when, the last warning
 	stop         chan struct{}  // closed by Close: the recovery loop ends
-	recovering   atomic.Bool    // the recovery loop runs
-	recoverDone  sync.WaitGroup // the recovery loop
+	recoverDone  sync.WaitGroup // the recovery loop (recover.go)
 	elog         *engineLogger
 
 	closeOnce sync.Once
@@ -319,6 +318,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop: make(chan struct{}), elog: elog}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
+	s.startRecovery()
 	return s, nil
 }
 
@@ -419,7 +419,15 @@ func (s *Store) close(clean bool) error {
 		s.release(cur)
 		s.snaps.Wait()
 		err := s.journal.close(clean)
-		if cerr := s.db.Close(); err == nil {
+		cerr := s.db.Close()
+		if cerr != nil && errors.Is(cerr, syscall.ENOSPC) {
+			// pebble closes its write-ahead log, which the store disables and which holds nothing, by
+			// writing its last block: on a full volume that fails, and nothing is lost (the journal holds
+			// every commit the tables do not).
+			s.log.Warn("item store: closing on a full volume", "dir", s.dir, "err", cerr)
+			cerr = nil
+		}
+		if err == nil {
 			err = cerr
 		}
 		if lerr := s.lock.Close(); err == nil {

@@ -135,31 +135,26 @@ type roomState struct {
 	lastWarn time.Time // owned by the recovery loop
 }
 
-// refused is called once when the store begins refusing writes: it logs why and starts the recovery loop.
+// startRecovery starts the recovery loop (Open).
+func (s *Store) startRecovery() {
+	s.recoverDone.Add(1)
+	go s.recoverLoop()
+}
+
+// refused is called once when the store begins refusing writes: it logs why; the recovery loop takes it
+// from there.
 func (s *Store) refused(err error) {
 	now := time.Now()
 	s.room.since.Store(&now)
 	s.log.Warn("item store: writes refused: a durable write failed", "dir", s.dir, "err", err)
-	s.mu.Lock()
-	closing := s.closing
-	if !closing {
-		s.recoverDone.Add(1)
-	}
-	s.mu.Unlock()
-	if closing || !s.recovering.CompareAndSwap(false, true) {
-		if !closing {
-			s.recoverDone.Done()
-		}
-		return
-	}
-	go s.recoverLoop()
 }
 
-// recoverLoop checks the volume every recoverEvery until the store takes writes again (or closes), saying
-// at most every warnEvery how much room it needs and where.
+// recoverLoop runs from Open to Close. While the store refuses writes it checks the volume every
+// recoverEvery and recovers once there is room, saying at most every warnEvery how much room it needs and
+// where. (A loop for the store's life rather than one per failure: a failure right after a recovery can
+// never find the previous loop on its way out.)
 func (s *Store) recoverLoop() {
 	defer s.recoverDone.Done()
-	defer s.recovering.Store(false)
 	tick := time.NewTicker(s.recoverEvery)
 	defer tick.Stop()
 	for {
@@ -167,6 +162,9 @@ func (s *Store) recoverLoop() {
 		case <-s.stop:
 			return
 		case <-tick.C:
+		}
+		if s.failure() == nil {
+			continue
 		}
 		r := s.Room()
 		err := error(nil)
@@ -176,12 +174,11 @@ func (s *Store) recoverLoop() {
 			err = s.recover()
 		}
 		if err == nil {
-			since := time.Time{}
-			if p := s.room.since.Load(); p != nil {
-				since = *p
-			}
-			s.log.Info("item store: writes resumed", "dir", s.dir, "refused_for", time.Since(since).Round(time.Millisecond).String(),
+			s.log.Info("item store: writes resumed", "dir", s.dir, "refused_for", time.Since(r.RefusedSince).Round(time.Millisecond).String(),
 				"avail_bytes", r.AvailBytes)
+			continue
+		}
+		if errors.Is(err, ErrClosed) {
 			return
 		}
 		if time.Since(s.room.lastWarn) >= warnEvery {
