@@ -148,6 +148,9 @@ type Options struct {
 	// RecoverEvery is how often a store refusing writes checks whether it can take them again (0:
 	// DefaultRecoverEvery).
 	RecoverEvery time.Duration
+	// NoRoomCheck skips the check of free room at Open (RoomToStart), for tools that only read the store,
+	// such as verify.
+	NoRoomCheck bool
 
 	// segmentSize is the journal's segment size (0: segmentSizeFor the volume); this package's tests make it
 	// small.
@@ -249,7 +252,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			segSize = segmentSizeFor(usage.TotalBytes)
 		}
 	}
-	if need := RoomToStart(segSize); usage != nil && !opts.NoSync && int64(usage.AvailBytes) < need {
+	if need := RoomToStart(segSize); usage != nil && !opts.NoSync && !opts.NoRoomCheck && int64(usage.AvailBytes) < need {
 		return nil, &NoRoomError{Dir: dir, Avail: int64(usage.AvailBytes), Need: need, Total: int64(usage.TotalBytes)}
 	}
 	lock, err := lockDir(fsys, dir, opts.LockTimeout)
