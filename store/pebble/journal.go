@@ -374,7 +374,7 @@ func fill(f vfs.File, size int64) error {
 			return err
 		}
 	}
-	return f.SyncData()
+	return syncData(f)
 }
 
 // append writes batch as the next record (not synced: see sync), first sealing the segment when the record
@@ -413,10 +413,20 @@ func (j *journal) sync() error {
 	if j.noSync {
 		return nil
 	}
-	if err := j.f.SyncData(); err != nil {
+	if err := syncData(j.f); err != nil {
 		return j.broken(fmt.Errorf("journal: sync: %w", mapErr(err)))
 	}
 	return nil
+}
+
+// syncData makes f's data durable (fdatasync where there is one), again when a signal interrupted it.
+func syncData(f vfs.File) error {
+	for {
+		err := f.SyncData()
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
 }
 
 // committed records that the records written so far reached the memtable: a repair keeps them.
@@ -442,7 +452,7 @@ func (j *journal) repair() error {
 				return fmt.Errorf("journal: repair: clearing segment %d from %d: %w", j.num, j.good, mapErr(err))
 			}
 			if !j.noSync {
-				if err := j.f.SyncData(); err != nil {
+				if err := syncData(j.f); err != nil {
 					return fmt.Errorf("journal: repair: syncing segment %d: %w", j.num, mapErr(err))
 				}
 			}
