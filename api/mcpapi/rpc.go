@@ -24,18 +24,26 @@ import (
 // JSON-RPC error object rather than the SDK's plain text (RFC §5.2: transport errors keep the MCP/JSON-RPC
 // error format).
 func (h *Handler) strictRPC(w http.ResponseWriter, r *http.Request, p *domain.Principal) {
+	// The rate limit is counted once the body is read (the tool calls it carries count in their handlers);
+	// a body refused here counts once, as a refused HTTP request does.
 	body, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
 	if err != nil {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: the request body could not be read")
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: the request body could not be read")
+		}
 		return
 	}
 	if int64(len(body)) > h.maxBody {
-		writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Invalid Request: the JSON-RPC message is larger than %d bytes", h.maxBody))
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Invalid Request: the JSON-RPC message is larger than %d bytes", h.maxBody))
+		}
 		return
 	}
 	if err := strictjson.CheckSyntax(body); err != nil {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+		}
 		return
 	}
 	if !h.admit(w, r, p, untooledMessages(body)) {
