@@ -55,6 +55,9 @@ type Config struct {
 	// DeletionStarted, when set, is called after DeleteSpace started a deletion, so that the process's
 	// deletion worker (ContinueDeletions) can begin at once.
 	DeletionStarted func()
+	// Storage, when set, reports the state of the deployment's local storage volume (the embedded store);
+	// GetStats includes it. Nil where storage is a managed service (AWS).
+	Storage func() StorageStatus
 }
 
 // Service holds every domain operation (use case) over the ports. It is safe for concurrent use.
@@ -83,6 +86,7 @@ type Service struct {
 	expires       bool // the store deletes items past port.AttrExpires by itself
 	deletionKick  func()
 	quotas        Quotas
+	storage       func() StorageStatus
 }
 
 // New returns a Service over the given ports.
@@ -100,6 +104,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
 	s.deletionKick = cfg.DeletionStarted
+	s.storage = cfg.Storage
 	s.quotas = DefaultQuotas()
 	if cfg.Quotas != nil {
 		if err := cfg.Quotas.check(); err != nil {

@@ -118,6 +118,24 @@ type SpaceStats struct {
 	// Quotas are the space's capacity quotas in force, Usage what it uses of them (quota.go).
 	Quotas Quotas     `json:"quotas"`
 	Usage  QuotaUsage `json:"usage"`
+	// Storage is the state of the deployment's local storage volume (embedded only; absent on AWS).
+	Storage *StorageStatus `json:"storage,omitempty"`
+}
+
+// StorageStatus is the state of a local storage volume: its free room and whether writes are refused for
+// want of it (every write then answers STORAGE_UNAVAILABLE until the store recovers by itself).
+type StorageStatus struct {
+	// Dir is the directory of the store on the volume.
+	Dir string `json:"dir"`
+	// FreeBytes and TotalBytes are the volume's free and total bytes (-1 when unknown).
+	FreeBytes  int64 `json:"free_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
+	// NeededBytes is the free room the store needs to take writes again once they are refused.
+	NeededBytes int64 `json:"needed_bytes"`
+	// WritesRefused is true while writes are refused.
+	WritesRefused bool `json:"writes_refused"`
+	// RefusedSince is when writes began to be refused (only while they are).
+	RefusedSince *time.Time `json:"refused_since,omitempty"`
 }
 
 // errScanBudget stops a stats scan that read StatsOptions.MaxScan records.
@@ -158,6 +176,10 @@ func (s *Service) GetStats(ctx context.Context, spaceID string, opts StatsOption
 		return SpaceStats{}, err
 	}
 	st.VisibleHead = strconv.FormatUint(head, 10)
+	if s.storage != nil {
+		v := s.storage()
+		st.Storage = &v
+	}
 	st.Quotas = s.effectiveQuotas(sp)
 	if st.Usage, err = s.usage(ctx, spaceID); err != nil {
 		return SpaceStats{}, err

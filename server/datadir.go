@@ -74,5 +74,6 @@ func writeFileSync(path string, data []byte) error {
 
 // openItems opens the item store of a data directory.
 func openItems(dir string, cfg Config, rec metrics.Recorder) (*pebble.Store, error) {
-	return pebble.Open(filepath.Join(dir, "items"), pebble.Options{NoSync: cfg.NoSync, Logger: cfg.Logger, OnBatch: rec.Batch})
+	return pebble.Open(filepath.Join(dir, "items"), pebble.Options{NoSync: cfg.NoSync, Logger: cfg.Logger, OnBatch: rec.Batch,
+		FS: cfg.ItemFS, RecoverEvery: cfg.RecoverEvery})
 }

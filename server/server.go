@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
@@ -97,6 +99,12 @@ type Config struct {
 	// NoOAuth turns the OAuth authorization server off (describe then publishes oauth: false, and a host
 	// that can only use OAuth cannot connect).
 	NoOAuth bool
+	// ItemFS is the file system of the item store (nil: the operating system's). Tests pass a
+	// fault-injecting one (internal/volumefs: a volume that fills up).
+	ItemFS vfs.FS
+	// RecoverEvery is how often the item store, while it refuses writes for want of room, checks whether
+	// it can take them again; 0 means pebble.DefaultRecoverEvery.
+	RecoverEvery time.Duration
 }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
@@ -190,6 +198,11 @@ func Open(cfg Config) (_ *Server, err error) {
 		}
 	}()
 	items := metrics.Store(st, rec)
+	if s.metrics != nil {
+		if err := registerStorageGauges(s.metrics.Registry(), st); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	blobs, err := fsblob.NewWithOptions(filepath.Join(cfg.DataDir, "blobs"), fsblob.Options{NoSync: cfg.NoSyncBlobs})
 	if err != nil {
 		return nil, fmt.Errorf("server: opening blob store: %w", err)
@@ -223,7 +236,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	dcfg := domain.Config{Store: items, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits,
-		DeletionStarted: s.deletions.wake}
+		DeletionStarted: s.deletions.wake, Storage: func() domain.StorageStatus { return storageStatus(st.Room()) }}
 	if !cfg.Webhooks.Disabled {
 		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
 		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).

@@ -33,7 +33,7 @@ func VerifyData(ctx context.Context, dir string, opts domain.VerifyOptions, repo
 	if got := strings.TrimSpace(string(b)); got != DataFormat {
 		return domain.VerifyReport{}, fmt.Errorf("%w: %s is of format %q, this build reads %q", ErrDataFormat, dir, got, DataFormat)
 	}
-	st, err := pebble.Open(filepath.Join(dir, "items"), pebble.Options{LockTimeout: time.Second})
+	st, err := pebble.Open(filepath.Join(dir, "items"), pebble.Options{LockTimeout: time.Second, NoRoomCheck: true})
 	if err != nil {
 		return domain.VerifyReport{}, fmt.Errorf("opening %s (a running server holds it: verify a backup of it, or stop the server): %w", dir, err)
 	}

@@ -57,7 +57,11 @@ func (a Answerer) Answer(ctx context.Context, op, requestID string, data any, er
 	}
 	de := domain.AsError(err)
 	if de.Code == domain.CodeInternal || de.Code == domain.CodeStorageUnavailable {
-		a.Log.LogAttrs(ctx, slog.LevelError, "operation failed", slog.String("operation", op), slog.String("request_id", requestID),
+		level := slog.LevelError
+		if errors.Is(err, port.ErrWritesRefused) {
+			level = slog.LevelDebug // the store says so itself, once every few seconds, not once per write
+		}
+		a.Log.LogAttrs(ctx, level, "operation failed", slog.String("operation", op), slog.String("request_id", requestID),
 			slog.String("code", string(de.Code)), slog.String("error", err.Error()))
 	}
 	return Failure(requestID, de), de

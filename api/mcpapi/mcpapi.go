@@ -120,7 +120,10 @@ submission_state is "committed". Save what waypost_inbox returns before acknowle
 
 // ServeHTTP authenticates the bearer token exactly as the HTTP API does (401 without a valid one), checks a
 // posted JSON-RPC message as strictly as the HTTP API checks request bodies (see strictRPC), then hands the
-// request to the MCP transport. Each tool call re-checks the credential.
+// request to the MCP transport. Each tool call re-checks the credential and counts once against its rate
+// limit (a limited call's tool result is RATE_LIMITED with its retry time); every other JSON-RPC message of
+// the request counts once before the transport sees it, so that a JSON-RPC batch pays for each of its
+// messages as the same calls over HTTP would.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(baseURLHeader)
 	tok := boundary.Bearer(r.Header)
@@ -137,22 +140,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
 		return
 	}
-	// One MCP request counts once against the credential's rate limit, as one HTTP request does.
-	if err := h.svc.Admit(r.Context(), p); err != nil {
-		de := domain.AsError(err)
-		if de.Code != domain.CodeRateLimited {
-			http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
-			return
-		}
-		h.rateLimited(w, de)
-		return
-	}
 	r.Header.Set(baseURLHeader, baseURL(r))
 	if r.Method != http.MethodPost {
-		h.http.ServeHTTP(w, r)
+		// A GET (the server-to-client stream) or DELETE counts once against the credential's rate limit,
+		// as one HTTP request does.
+		if h.admit(w, r, p, 1) {
+			h.http.ServeHTTP(w, r)
+		}
 		return
 	}
-	h.strictRPC(w, r)
+	h.strictRPC(w, r, p)
+}
+
+// admit counts n requests of the principal against its credential's rate limit, answering 429 (or 503
+// when the limits cannot be read) and returning false when one is refused. The requests admitted before a
+// refusal stay counted, as the same requests sent one by one over HTTP would.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, p *domain.Principal, n int) bool {
+	for range n {
+		if err := h.svc.Admit(r.Context(), p); err != nil {
+			de := domain.AsError(err)
+			if de.Code != domain.CodeRateLimited {
+				http.Error(w, `{"error":"storage unavailable"}`, http.StatusServiceUnavailable)
+				return false
+			}
+			h.rateLimited(w, de)
+			return false
+		}
+	}
+	return true
 }
 
 // rateLimited answers 429 with Retry-After and the error envelope of RATE_LIMITED.
@@ -224,6 +239,11 @@ func toolResult(env boundary.Envelope) (*mcp.CallToolResult, error) {
 func (h *Handler) call(ctx context.Context, o *ops.Op, hdr http.Header, args json.RawMessage) (string, any, error) {
 	p, err := h.svc.Authenticate(ctx, boundary.Bearer(hdr))
 	if err != nil {
+		return "", nil, err
+	}
+	// Every tool call counts against the credential's rate limit, as the same operation over HTTP does,
+	// however many calls one JSON-RPC batch carries (ServeHTTP counts the batch's other messages).
+	if err := h.svc.Admit(ctx, p); err != nil {
 		return "", nil, err
 	}
 	if len(args) == 0 || string(args) == "null" {

@@ -2,6 +2,7 @@ package mcpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/internal/codec/strictjson"
 	"github.com/waypost/waypost/internal/echo"
 )
@@ -21,19 +23,30 @@ import (
 // limit, a request that is not a JSON-RPC request, a missing Accept or Content-Type) is also answered as a
 // JSON-RPC error object rather than the SDK's plain text (RFC §5.2: transport errors keep the MCP/JSON-RPC
 // error format).
-func (h *Handler) strictRPC(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) strictRPC(w http.ResponseWriter, r *http.Request, p *domain.Principal) {
+	// The rate limit is counted once the body is read (the tool calls it carries count in their handlers);
+	// a body refused here counts once, as a refused HTTP request does.
 	body, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
 	if err != nil {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: the request body could not be read")
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: the request body could not be read")
+		}
 		return
 	}
 	if int64(len(body)) > h.maxBody {
-		writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("Invalid Request: the JSON-RPC message is larger than %d bytes", h.maxBody))
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Invalid Request: the JSON-RPC message is larger than %d bytes", h.maxBody))
+		}
 		return
 	}
 	if err := strictjson.CheckSyntax(body); err != nil {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+		if h.admit(w, r, p, 1) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError, "Parse error: "+err.Error())
+		}
+		return
+	}
+	if !h.admit(w, r, p, untooledMessages(body)) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -46,6 +59,29 @@ func (h *Handler) strictRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	h.http.ServeHTTP(rw, r)
 	rw.finish()
+}
+
+// untooledMessages returns how many of the JSON-RPC messages in body (one message, or a batch) are not tool
+// calls — those count against the rate limit in the tool handler, each once — and at least 1 for a body
+// that is neither (the transport refuses it, and the request still counts once).
+func untooledMessages(body []byte) int {
+	var raws []json.RawMessage
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(body, &raws); err != nil || len(raws) == 0 {
+			return 1
+		}
+	} else {
+		raws = []json.RawMessage{body}
+	}
+	n := 0
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == "tools/call" && req.IsCall() {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // rpcErrors passes a response through unless it is a plain-text refusal (status 400 or above, not JSON);

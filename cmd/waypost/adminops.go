@@ -153,6 +153,17 @@ func printStats(w io.Writer, st domain.SpaceStats) error {
 		kv = append(kv, "consumer "+cs.ConsumerID, fmt.Sprintf("actor %s, %s; not received %d, received not processed %d, processed %d; checkpoint %s",
 			cs.ActorID, cs.View, cs.NotReceived, cs.ReceivedNotProcessed, cs.Processed, cp))
 	}
+	if v := st.Storage; v != nil {
+		state := "writes taken"
+		if v.WritesRefused {
+			state = "WRITES REFUSED: free space on this volume"
+			if v.RefusedSince != nil {
+				state += " (since " + v.RefusedSince.Format(time.RFC3339) + ")"
+			}
+		}
+		kv = append(kv, "storage", fmt.Sprintf("%s: %d bytes free of %d, %d needed to take writes; %s",
+			v.Dir, v.FreeBytes, v.TotalBytes, v.NeededBytes, state))
+	}
 	return fields(w, kv...)
 }
 

@@ -28,8 +28,12 @@ func TestCLIAdminStatsAndSpaceDelete(t *testing.T) {
 			t.Errorf("b's consumer: %+v, want 2 not received", cs)
 		}
 	}
+	// The embedded server's storage volume (issue 33).
+	if v := st.Storage; v == nil || v.WritesRefused || v.FreeBytes <= 0 || v.NeededBytes <= 0 || v.Dir == "" {
+		t.Errorf("stats storage: %+v", v)
+	}
 	text := c.ok(append([]string{"admin", "stats", "--space", f.space}, adm...)...)
-	for _, want := range []string{"message.send", "committed 2", "consumer " + f.cb, "not received 2", "checkpoint none"} {
+	for _, want := range []string{"message.send", "committed 2", "consumer " + f.cb, "not received 2", "checkpoint none", "storage", "writes taken"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("stats text has no %q:\n%s", want, text)
 		}

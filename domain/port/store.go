@@ -310,6 +310,10 @@ type ItemStore interface {
 // ErrUnavailable marks a transient storage failure; the operation may be retried.
 var ErrUnavailable = errors.New("storage unavailable")
 
+// ErrWritesRefused marks a store that refuses every write for a while (its volume is full) and says so in
+// its own logs and gauges; it wraps ErrUnavailable. Transports need not log each refused write.
+var ErrWritesRefused = fmt.Errorf("%w: writes refused", ErrUnavailable)
+
 // ErrCounterExhausted reports that a counter allocation would pass Tx.Max.
 var ErrCounterExhausted = errors.New("counter exhausted")
 

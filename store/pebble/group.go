@@ -232,8 +232,8 @@ func (s *Store) makeDurable(g *group) {
 // (the journal's flusher, Checkpoint, pebble's own) may write the memtable to tables at any moment, and a
 // batch flushed before its record is durable would, after a power loss that took the record, stay in the
 // tables while replaying the earlier records put the keys it overwrote back to their older values — half a
-// commit. After a failed write or sync the journal takes nothing more and the store fails (Store.fail): a
-// restart recovers what the journal holds.
+// commit. After a failed write or sync the journal takes nothing more and the store refuses writes
+// (Store.fail) until it recovers (recover.go) — or a restart recovers what the journal holds.
 func (s *Store) write(b *pdb.Batch) error {
 	if err := s.journal.append(b.Repr()); err != nil {
 		return err
@@ -244,7 +244,11 @@ func (s *Store) write(b *pdb.Batch) error {
 	if err := s.journal.sync(); err != nil {
 		return err
 	}
-	return mapErr(s.memKeys.apply(batchKeys(b), func() error { return b.Commit(pdb.NoSync) }))
+	if err := s.memKeys.apply(batchKeys(b), func() error { return b.Commit(pdb.NoSync) }); err != nil {
+		return mapErr(err)
+	}
+	s.journal.committed()
+	return nil
 }
 
 // batchKeys calls add with the key of every record in b, deletions included (a deletion in the memtable

@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
-	"github.com/waypost/waypost/internal/dirsync"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The journal is the store's write-ahead log, written in place of pebble's own (which the store disables):
@@ -45,18 +47,23 @@ import (
 // state. Segment numbers only grow (the next is one more than any file's in the folder), so a recycled file
 // can never pass its old records off as the new segment's.
 type journal struct {
+	fs      vfs.FS
 	dir     string
 	noSync  bool  // Options.NoSync: no fsync, and new files are not filled
 	segSize int64 // a segment is sealed before a record would take it past this size
-	flush   func() error
+	// reserve is the room a segment is opened only when it leaves free on the volume: room for the flushes
+	// of the memtable (pebble's tables), so that the journal, not a flush, is what finds the disk full.
+	reserve int64
+	flush   func(stop <-chan struct{}) error
 	log     *slog.Logger
 
 	// Owned by the caller making a group durable (one at a time, in order).
-	f    *os.File // nil until the first record: a store only read (a backup being verified) writes no journal
-	num  uint64   // f's segment number, or the first segment's before it is opened
+	f    vfs.File // nil until the first record: a store only read (a backup being verified) writes no journal
+	num  uint64   // f's segment number, or the number of the next segment to open while f is nil
 	off  int64    // the end of f's last record
+	good int64    // the end of f's last record that reached the memtable (committed): what a repair keeps
 	rec  []byte   // the record being written, reused
-	werr error    // set once a write or sync failed: the journal takes nothing more
+	werr error    // set once a write or sync failed: the journal takes nothing more until repair
 
 	mu     sync.Mutex // guards spare, sealed and opened
 	spare  uint64     // the number of the spare file, 0 when there is none
@@ -64,6 +71,7 @@ type journal struct {
 	opened uint64     // the newest segment opened, 0 before the first
 
 	flushReq chan struct{} // wakes the flusher: a segment was sealed or opened
+	stop     chan struct{} // closed by close: a flush waited for is abandoned
 	stopped  chan struct{} // closed when the flusher has returned
 }
 
@@ -75,6 +83,8 @@ const (
 	segmentSize  = 32 << 20
 	recordHeader = 16
 	zeroChunk    = 1 << 20
+	// closeFlushWait bounds the flush of a clean close.
+	closeFlushWait = 20 * time.Second
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -82,20 +92,46 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errJournalFailed reports a journal that took a failed write or sync.
 var errJournalFailed = errors.New("journal: an earlier write or sync failed")
 
+// errNoRoom reports a volume with less free room than the journal keeps (it wraps ENOSPC, so that it is
+// classified as a full disk).
+type errNoRoom struct {
+	dir         string
+	avail, need int64
+}
+
+func (e *errNoRoom) Error() string {
+	return fmt.Sprintf("%d bytes free on the volume of %s, fewer than the %d the journal needs to open a segment", e.avail, e.dir, e.need)
+}
+
+func (e *errNoRoom) Unwrap() error { return syscall.ENOSPC }
+
+// journalOptions are what openJournal needs besides the directory.
+type journalOptions struct {
+	fs      vfs.FS
+	segSize int64
+	reserve int64
+	noSync  bool
+	log     *slog.Logger
+	apply   func(batch []byte) error // applies a replayed batch to the memtable
+	// flush flushes the memtable to tables, giving up (with an error) when stop is closed.
+	flush func(stop <-chan struct{}) error
+	// replayFlush closes when the flush after replay is to be given up (a volume too full to take it).
+	replayFlush <-chan struct{}
+}
+
 // openJournal replays the journal in storeDir into the database through apply, makes what it replayed
 // durable with flush, and opens a new segment for what follows. The flusher runs until close.
-func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, apply func(batch []byte) error,
-	flush func() error) (*journal, error) {
-	j := &journal{dir: filepath.Join(storeDir, journalFolder), noSync: noSync, segSize: segSize, flush: flush, log: log,
-		flushReq: make(chan struct{}, 1), stopped: make(chan struct{})}
-	if err := os.MkdirAll(j.dir, 0o700); err != nil {
+func openJournal(storeDir string, o journalOptions) (*journal, error) {
+	j := &journal{fs: o.fs, dir: filepath.Join(storeDir, journalFolder), noSync: o.noSync, segSize: o.segSize, reserve: o.reserve,
+		flush: o.flush, log: o.log, flushReq: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	if err := j.fs.MkdirAll(j.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	// The folder's own entry in the store's directory: until that directory is synced, a power loss may take
 	// the folder, and every segment in it, however synced the segments are. pebble syncs the directory
 	// when it writes tables, but the first segment's records are acknowledged long before that.
-	if !noSync {
-		if err := dirsync.Sync(storeDir); err != nil {
+	if !o.noSync {
+		if err := j.syncDir(storeDir); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 	}
@@ -104,12 +140,12 @@ func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, 
 		return nil, err
 	}
 	for _, n := range logs {
-		if err := j.replay(n, apply); err != nil {
+		if err := j.replay(n, o.apply); err != nil {
 			return nil, err
 		}
 	}
 	if len(logs) > 0 {
-		if err := flush(); err != nil {
+		if err := o.flush(o.replayFlush); err != nil {
 			return nil, fmt.Errorf("journal: flush after replay: %w", mapErr(err))
 		}
 	}
@@ -122,21 +158,21 @@ func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, 
 	j.spare = 0
 	for _, n := range spares {
 		if n != last {
-			if err := os.Remove(j.sparePath(n)); err != nil {
+			if err := j.fs.Remove(j.sparePath(n)); err != nil {
 				return nil, fmt.Errorf("journal: %w", err)
 			}
 		}
 	}
 	for _, n := range logs {
 		if n != last {
-			if err := os.Remove(j.logPath(n)); err != nil {
+			if err := j.fs.Remove(j.logPath(n)); err != nil {
 				return nil, fmt.Errorf("journal: %w", err)
 			}
 		}
 	}
 	switch {
 	case slices.Contains(logs, last):
-		if err := os.Rename(j.logPath(last), j.sparePath(last)); err != nil {
+		if err := j.fs.Rename(j.logPath(last), j.sparePath(last)); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 		j.spare = last
@@ -153,12 +189,12 @@ func openJournal(storeDir string, segSize int64, noSync bool, log *slog.Logger, 
 
 // list returns the numbers of the segment files and of the spare files in the folder, in order.
 func (j *journal) list() (logs, spares []uint64, err error) {
-	entries, err := os.ReadDir(j.dir)
+	entries, err := j.fs.List(j.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal: %w", err)
 	}
-	for _, e := range entries {
-		name := e.Name()
+	slices.Sort(entries)
+	for _, name := range entries {
 		base, ext, _ := strings.Cut(name, ".")
 		n, perr := strconv.ParseUint(base, 10, 64)
 		if perr != nil || n == 0 || (ext != "log" && ext != "spare") {
@@ -182,7 +218,7 @@ func (j *journal) sparePath(n uint64) string {
 
 // replay applies segment n's records in order.
 func (j *journal) replay(n uint64, apply func([]byte) error) error {
-	data, err := os.ReadFile(j.logPath(n))
+	data, err := j.readFile(j.logPath(n))
 	if err != nil {
 		return fmt.Errorf("journal: replay: %w", mapErr(err))
 	}
@@ -227,36 +263,94 @@ func appendRecord(dst []byte, n uint64, batch []byte) []byte {
 	return dst
 }
 
+// readFile reads a whole file.
+func (j *journal) readFile(path string) ([]byte, error) {
+	f, err := j.fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// syncDir makes the entries of dir durable.
+func (j *journal) syncDir(dir string) error {
+	d, err := j.fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// checkRoom returns an errNoRoom when the volume has less than need bytes free (nothing when the file
+// system cannot tell).
+func (j *journal) checkRoom(need int64) error {
+	if j.noSync {
+		return nil // tests without durability do not fill files either
+	}
+	u, err := j.fs.GetDiskUsage(j.dir)
+	if err != nil {
+		return nil
+	}
+	if int64(u.AvailBytes) < need {
+		return &errNoRoom{dir: j.dir, avail: int64(u.AvailBytes), need: need}
+	}
+	return nil
+}
+
 // open makes segment n the one written: the spare file renamed, or a new file filled with zeros, synced
-// together with the folder before any record of n is acknowledged.
+// together with the folder before any record of n is acknowledged. It refuses (errNoRoom) when the volume
+// would be left with less than the journal's reserve.
 func (j *journal) open(n uint64) error {
 	j.mu.Lock()
 	spare := j.spare
+	j.mu.Unlock()
+	need := j.reserve
+	if spare == 0 {
+		need += j.segSize
+	}
+	if err := j.checkRoom(need); err != nil {
+		return fmt.Errorf("journal: open segment %d: %w", n, err)
+	}
+	j.mu.Lock()
 	j.spare = 0
 	j.mu.Unlock()
 	path := j.logPath(n)
-	var f *os.File
+	var f vfs.File
 	var err error
+	created := false
 	if spare != 0 {
-		if err = os.Rename(j.sparePath(spare), path); err == nil {
-			f, err = os.OpenFile(path, os.O_RDWR, 0)
+		if err = j.fs.Rename(j.sparePath(spare), path); err == nil {
+			created = true
+			f, err = j.fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
 		}
 	} else {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err = j.fs.Create(path, vfs.WriteCategoryUnspecified)
+		created = err == nil
 		if err == nil && !j.noSync {
 			err = fill(f, j.segSize)
 		}
 	}
 	if err == nil && !j.noSync {
-		err = dirsync.Sync(j.dir)
+		err = j.syncDir(j.dir)
 	}
 	if err != nil {
 		if f != nil {
 			_ = f.Close()
 		}
+		if created { // a file without records of n: removed, so that a later open of n starts afresh
+			_ = j.fs.Remove(path)
+		}
 		return fmt.Errorf("journal: open segment %d: %w", n, mapErr(err))
 	}
-	j.f, j.num, j.off = f, n, 0
+	j.f, j.num, j.off, j.good = f, n, 0, 0
 	j.mu.Lock()
 	j.opened = n
 	j.mu.Unlock()
@@ -273,7 +367,7 @@ func (j *journal) wake() {
 }
 
 // fill writes size zero bytes into f and syncs it.
-func fill(f *os.File, size int64) error {
+func fill(f vfs.File, size int64) error {
 	zeros := make([]byte, min(size, zeroChunk))
 	for off := int64(0); off < size; off += int64(len(zeros)) {
 		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
@@ -284,8 +378,8 @@ func fill(f *os.File, size int64) error {
 }
 
 // append writes batch as the next record (not synced: see sync), first sealing the segment when the record
-// would take it past segSize. After a failed write the journal takes nothing more: the file may hold a torn
-// record, after which a later record would not be replayed.
+// would take it past segSize. After a failed write the journal takes nothing more until repair: the file may
+// hold a torn record, after which a later record would not be replayed.
 func (j *journal) append(batch []byte) error {
 	if j.werr != nil {
 		return j.werr
@@ -325,24 +419,78 @@ func (j *journal) sync() error {
 	return nil
 }
 
+// syncData makes f's data durable (fdatasync where there is one), again when a signal interrupted it.
+func syncData(f vfs.File) error {
+	for {
+		err := f.SyncData()
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// committed records that the records written so far reached the memtable: a repair keeps them.
+func (j *journal) committed() { j.good = j.off }
+
 // broken records err as the failure after which the journal takes nothing more, and returns it.
 func (j *journal) broken(err error) error {
 	j.werr = fmt.Errorf("%w: %w", errJournalFailed, err)
 	return err
 }
 
+// repair makes a journal that took a failed write or sync usable again, keeping exactly the records that
+// reached the memtable (committed): the bytes written after them in the open segment — a torn record, or a
+// whole one whose group was answered with the failure — are overwritten with zeros and synced, so that no
+// replay can ever apply them; the segment is then sealed (the flusher recycles it once the memtable is
+// flushed), and the next record opens a new segment. A segment file left without records by a failed open
+// is removed. A repair that fails leaves the journal broken, to be repaired again.
+func (j *journal) repair() error {
+	if j.f != nil {
+		if j.off > j.good {
+			zeros := make([]byte, j.off-j.good)
+			if _, err := j.f.WriteAt(zeros, j.good); err != nil {
+				return fmt.Errorf("journal: repair: clearing segment %d from %d: %w", j.num, j.good, mapErr(err))
+			}
+			if !j.noSync {
+				if err := syncData(j.f); err != nil {
+					return fmt.Errorf("journal: repair: syncing segment %d: %w", j.num, mapErr(err))
+				}
+			}
+			j.off = j.good
+		}
+		_ = j.f.Close() // its records were synced by the groups that wrote them
+		j.f = nil
+		j.mu.Lock()
+		j.sealed = append(j.sealed, j.num)
+		j.mu.Unlock()
+		j.num++
+	} else if _, err := j.fs.Stat(j.logPath(j.num)); err == nil {
+		if err := j.fs.Remove(j.logPath(j.num)); err != nil {
+			return fmt.Errorf("journal: repair: %w", mapErr(err))
+		}
+	}
+	if err := j.syncFolder(true); err != nil {
+		return fmt.Errorf("journal: repair: %w", mapErr(err))
+	}
+	j.werr = nil
+	j.wake()
+	return nil
+}
+
 // seal closes the current segment, hands it to the flusher and opens the next. Every record of the
 // segment was synced by the group that wrote it, before this group's append.
 func (j *journal) seal() error {
-	if err := j.f.Close(); err != nil {
-		return fmt.Errorf("journal: close segment %d: %w", j.num, mapErr(err))
-	}
+	err := j.f.Close()
 	old := j.num
-	j.f = nil
+	j.f, j.num = nil, old+1
 	j.mu.Lock()
 	j.sealed = append(j.sealed, old)
 	j.mu.Unlock()
-	return j.open(old + 1) // wakes the flusher
+	if err != nil {
+		j.wake()
+		return fmt.Errorf("journal: close segment %d: %w", old, mapErr(err))
+	}
+	return j.open(j.num) // wakes the flusher
 }
 
 // flusher, until close, flushes the memtable after segments are sealed and recycles them, and prepares a
@@ -354,7 +502,7 @@ func (j *journal) flusher() {
 		sealed := slices.Clone(j.sealed)
 		j.mu.Unlock()
 		if len(sealed) > 0 {
-			err := j.flush()
+			err := j.flush(j.stop)
 			if err == nil {
 				err = j.recycle(sealed)
 			}
@@ -371,7 +519,8 @@ func (j *journal) flusher() {
 
 // prepareSpare fills a spare file with zeros when a segment is open and there is no spare (a new store), so
 // that sealing the first segment does not wait for one to be filled. The file is named after the newest
-// segment opened: spare files are never replayed, and later segments' numbers are larger.
+// segment opened: spare files are never replayed, and later segments' numbers are larger. Without the room
+// for it and the journal's reserve it waits for a later wake.
 func (j *journal) prepareSpare() error {
 	j.mu.Lock()
 	n, has := j.opened, j.spare != 0
@@ -379,7 +528,10 @@ func (j *journal) prepareSpare() error {
 	if has || n == 0 || j.noSync {
 		return nil
 	}
-	f, err := os.OpenFile(j.sparePath(n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if j.checkRoom(j.segSize+j.reserve) != nil {
+		return nil
+	}
+	f, err := j.fs.Create(j.sparePath(n), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
 	}
@@ -388,13 +540,13 @@ func (j *journal) prepareSpare() error {
 		err = cerr
 	}
 	if err != nil {
-		return errors.Join(err, os.Remove(j.sparePath(n)))
+		return errors.Join(err, j.fs.Remove(j.sparePath(n)))
 	}
 	j.mu.Lock()
 	if j.spare == 0 {
 		j.spare = n
 	} else {
-		err = os.Remove(j.sparePath(n))
+		err = j.fs.Remove(j.sparePath(n))
 	}
 	j.mu.Unlock()
 	return err
@@ -409,9 +561,9 @@ func (j *journal) recycle(sealed []uint64) error {
 		j.mu.Unlock()
 		var err error
 		if keep {
-			err = os.Rename(j.logPath(n), j.sparePath(n))
+			err = j.fs.Rename(j.logPath(n), j.sparePath(n))
 		} else {
-			err = os.Remove(j.logPath(n))
+			err = j.fs.Remove(j.logPath(n))
 		}
 		if err != nil {
 			return fmt.Errorf("journal: recycle segment %d: %w", n, err)
@@ -434,16 +586,18 @@ func (j *journal) syncFolder(changed bool) error {
 	if !changed || j.noSync {
 		return nil
 	}
-	if err := dirsync.Sync(j.dir); err != nil {
+	if err := j.syncDir(j.dir); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
 }
 
-// close stops the flusher and closes the segment. When clean and the journal is healthy, it then flushes the
-// memtable and recycles every segment, so that the next Open has nothing to replay; otherwise it leaves the
-// files as a killed process would. Nothing may be appended during or after close.
+// close stops the flusher (abandoning a flush it waits for) and closes the segment. When clean and the
+// journal is healthy, it then flushes the memtable and recycles every segment, so that the next Open has
+// nothing to replay; otherwise it leaves the files as a killed process would. Nothing may be appended during
+// or after close.
 func (j *journal) close(clean bool) error {
+	close(j.stop)
 	close(j.flushReq)
 	<-j.stopped
 	var err error
@@ -451,9 +605,11 @@ func (j *journal) close(clean bool) error {
 		err = j.f.Close()
 	}
 	if !clean || err != nil || j.werr != nil {
-		return errors.Join(err, j.werr)
+		return err // a failed write was reported when it happened; the next Open replays the segments
 	}
-	if err := j.flush(); err != nil {
+	// A flush that cannot finish (a volume too full for the tables) is given up: the segments stay, and the
+	// next Open replays them.
+	if err := j.flush(timeout(closeFlushWait)); err != nil {
 		return fmt.Errorf("journal: flush on close: %w", mapErr(err))
 	}
 	j.mu.Lock()

@@ -44,9 +44,10 @@
 //
 // Every caller, whatever its outcome, is answered only after its group and every group before it is
 // durable, so no answer rests on state a crash could still lose. A failure to make a group durable (a
-// journal write or fsync, the memtable) fails the store for good: that group and every later commit fail
-// wrapping port.ErrUnavailable, and the restarted server recovers from the journal. fsync is on unless
-// Options.NoSync is set (tests only).
+// journal write or fsync, the memtable, a volume without the room the journal keeps) makes the store refuse
+// writes: that group and every commit until the store recovers fail wrapping port.ErrUnavailable, while
+// reads go on. The store recovers by itself once the volume has room again (recover.go), and a restarted
+// server recovers from the journal. fsync is on unless Options.NoSync is set (tests only).
 //
 // # Reads
 //
@@ -64,7 +65,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,12 +107,18 @@ const (
 // (docs/benchmarks.md); reads check a few more L0 tables' Bloom filters. Pebble charges its memtables (the
 // live one and one being flushed) to the block cache, so the cache is that much larger than the blocks it
 // is meant to hold.
+//
+// On a small volume the segments are smaller (segmentSizeFor) and the memtable with them.
 const (
-	memTableSize          = 2 * segmentSize
-	cacheSize             = 2*memTableSize + 64<<20
 	l0CompactionThreshold = 8
 	l0StopWritesThreshold = 24
 )
+
+// memTableSize is the memtable capacity for journal segments of segSize.
+func memTableSize(segSize int64) int64 { return 2 * segSize }
+
+// cacheSize is the block cache size for journal segments of segSize.
+func cacheSize(segSize int64) int64 { return 2*memTableSize(segSize) + 64<<20 }
 
 // ErrClosed reports use of a closed store.
 var ErrClosed = errors.New("store closed")
@@ -136,7 +142,18 @@ type Options struct {
 	// how long the write took, its fsync included. It runs on the committer's path: it must be quick.
 	OnBatch func(commits int, d time.Duration)
 
-	// segmentSize is the journal's segment size (0: segmentSize); this package's tests make it small.
+	// FS is the file system the store's files live on (nil: the operating system's, vfs.Default). Tests
+	// pass one that injects faults (a volume that fills up).
+	FS vfs.FS
+	// RecoverEvery is how often a store refusing writes checks whether it can take them again (0:
+	// DefaultRecoverEvery).
+	RecoverEvery time.Duration
+	// NoRoomCheck skips the check of free room at Open (RoomToStart), for tools that only read the store,
+	// such as verify.
+	NoRoomCheck bool
+
+	// segmentSize is the journal's segment size (0: segmentSizeFor the volume); this package's tests make it
+	// small.
 	segmentSize int64
 }
 
@@ -173,7 +190,16 @@ type Store struct {
 	found      readCache      // items Get found, as of view
 	snaps      sync.WaitGroup // open snapshots
 
-	failed atomic.Pointer[error] // the first storage failure; every later commit fails with it
+	failed atomic.Pointer[error] // the storage failure in force; every commit fails with it until recovered
+
+	fs           vfs.FS
+	dir          string
+	segSize      int64
+	recoverEvery time.Duration
+	room         roomState      // writes refused, since when, the last warning
+	stop         chan struct{}  // closed by Close: the recovery loop ends
+	recoverDone  sync.WaitGroup // the recovery loop (recover.go)
+	elog         *engineLogger
 
 	closeOnce sync.Once
 	closeErr  error
@@ -183,13 +209,17 @@ type Store struct {
 	// beforeSync, set only by this package's tests before use, runs between a group's journal write and its
 	// fsync.
 	beforeSync func()
+	// afterRepair, set only by this package's tests, runs when a recovery has repaired the journal, before
+	// commits are taken again.
+	afterRepair func()
 }
 
 var _ port.ItemStore = (*Store)(nil)
 
-// Open opens or creates the store in directory dir (mode 0700).
+// Open opens or creates the store in directory dir (mode 0700). It refuses (a *NoRoomError, at once) a
+// volume with less free room than the store needs to start (RoomToStart).
 func Open(dir string, opts Options) (*Store, error) {
-	if opts.MaxBatchSize < 0 || opts.LockTimeout < 0 {
+	if opts.MaxBatchSize < 0 || opts.LockTimeout < 0 || opts.RecoverEvery < 0 {
 		return nil, fmt.Errorf("pebble: open %s: negative option", dir)
 	}
 	if opts.MaxBatchSize == 0 {
@@ -198,25 +228,47 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
+	if opts.RecoverEvery == 0 {
+		opts.RecoverEvery = DefaultRecoverEvery
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	fsys := &throttleFS{FS: opts.FS}
+	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, mapErr(err))
 	}
-	lock, err := lockDir(dir, opts.LockTimeout)
+	segSize := opts.segmentSize
+	var usage *vfs.DiskUsage
+	if u, err := fsys.GetDiskUsage(dir); err == nil {
+		usage = &u
+	}
+	if segSize <= 0 {
+		segSize = segmentSize
+		if usage != nil {
+			segSize = segmentSizeFor(usage.TotalBytes)
+		}
+	}
+	if need := RoomToStart(segSize); usage != nil && !opts.NoSync && !opts.NoRoomCheck && int64(usage.AvailBytes) < need {
+		return nil, &NoRoomError{Dir: dir, Avail: int64(usage.AvailBytes), Need: need, Total: int64(usage.TotalBytes)}
+	}
+	lock, err := lockDir(fsys, dir, opts.LockTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
+	elog := newEngineLogger(opts.Logger)
 	po := &pdb.Options{
-		FS:                    vfs.Default,
+		FS:                    fsys,
 		FormatMajorVersion:    pdb.FormatNewest,
-		MemTableSize:          memTableSize,
-		CacheSize:             cacheSize,
+		MemTableSize:          uint64(memTableSize(segSize)),
+		CacheSize:             cacheSize(segSize),
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: l0StopWritesThreshold,
 		Lock:                  lock,
-		Logger:                engineLogger{opts.Logger},
+		Logger:                elog,
 		// The store writes its own log (journal.go) and pebble none: see Commit in the package doc.
 		DisableWAL: true,
 	}
@@ -237,36 +289,47 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	segSize := opts.segmentSize
-	if segSize <= 0 {
-		segSize = segmentSize
-	}
 	mk := newMemKeys()
-	j, err := openJournal(dir, segSize, opts.NoSync, opts.Logger, func(repr []byte) error {
-		b := db.NewBatch()
-		defer b.Close()
-		if err := b.SetRepr(slices.Clone(repr)); err != nil {
-			return err
-		}
-		return mk.apply(batchKeys(b), func() error { return db.Apply(b, pdb.NoSync) })
-	}, func() error { return mk.flush(db.Flush) })
+	replayWait := timeout(replayFlushWait)
+	j, err := openJournal(dir, journalOptions{fs: fsys, segSize: segSize, reserve: reserveFor(segSize), noSync: opts.NoSync, log: opts.Logger,
+		apply: func(repr []byte) error {
+			b := db.NewBatch()
+			defer b.Close()
+			if err := b.SetRepr(slices.Clone(repr)); err != nil {
+				return err
+			}
+			return mk.apply(batchKeys(b), func() error { return db.Apply(b, pdb.NoSync) })
+		},
+		flush:       func(stop <-chan struct{}) error { return mk.flush(func() error { return flushUntil(db, stop) }) },
+		replayFlush: replayWait})
 	if err != nil {
+		if errors.Is(err, errFlushAbandoned) {
+			// The replayed journal could not be flushed in time: the volume is too full for the tables. The
+			// database is left open (closing it waits for the flush pebble keeps retrying); the caller exits.
+			avail := int64(-1)
+			if u, uerr := fsys.GetDiskUsage(dir); uerr == nil {
+				avail = int64(u.AvailBytes)
+			}
+			return nil, &NoRoomError{Dir: dir, Avail: avail, Need: RoomToStart(segSize), Replay: true}
+		}
 		_ = db.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, lock: lock, journal: j, memKeys: mk, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
-		found: make(readCache), onBatch: opts.OnBatch}
+		found: make(readCache), onBatch: opts.OnBatch, fs: fsys, dir: dir, segSize: segSize, recoverEvery: opts.RecoverEvery,
+		stop: make(chan struct{}), elog: elog}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
+	s.startRecovery()
 	return s, nil
 }
 
 // lockDir takes the directory lock, retrying while another process or Store holds it, up to timeout.
-func lockDir(dir string, timeout time.Duration) (*pdb.Lock, error) {
+func lockDir(fsys vfs.FS, dir string, timeout time.Duration) (*pdb.Lock, error) {
 	deadline := time.Now().Add(timeout)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		lock, err := pdb.LockDirectory(dir, vfs.Default)
+		lock, err := pdb.LockDirectory(dir, fsys)
 		if err == nil {
 			return lock, nil
 		}
@@ -324,7 +387,8 @@ func (s *Store) Checkpoint(dir string) error {
 	defer s.active.Done()
 	// Every commit answered so far is in the memtable or the tables; the flush puts all of it in the tables,
 	// which is what a checkpoint copies (it has no journal).
-	if err := s.db.Flush(); err != nil {
+	// A volume too full for the tables gives the flush up rather than waiting for room for ever.
+	if err := flushUntil(s.db, timeout(replayFlushWait)); err != nil {
 		return fmt.Errorf("pebble: checkpoint into %s: %w", dir, mapErr(err))
 	}
 	if err := s.db.Checkpoint(dir); err != nil {
@@ -344,7 +408,12 @@ func (s *Store) close(clean bool) error {
 		s.mu.Lock()
 		s.closing = true
 		s.mu.Unlock()
+		close(s.stop)
+		s.recoverDone.Wait()
 		s.active.Wait()
+		// A store refusing writes leaves its journal to the next Open, as a killed process would: the
+		// flush of a clean close needs room the volume may not have.
+		clean = clean && s.failure() == nil
 		s.viewMu.Lock()
 		s.viewClosed = true
 		cur := s.view
@@ -353,7 +422,15 @@ func (s *Store) close(clean bool) error {
 		s.release(cur)
 		s.snaps.Wait()
 		err := s.journal.close(clean)
-		if cerr := s.db.Close(); err == nil {
+		cerr := s.db.Close()
+		if cerr != nil && errors.Is(cerr, syscall.ENOSPC) {
+			// pebble closes its write-ahead log, which the store disables and which holds nothing, by
+			// writing its last block: on a full volume that fails, and nothing is lost (the journal holds
+			// every commit the tables do not).
+			s.log.Warn("item store: closing on a full volume", "dir", s.dir, "err", cerr)
+			cerr = nil
+		}
+		if err == nil {
 			err = cerr
 		}
 		if lerr := s.lock.Close(); err == nil {
@@ -562,6 +639,9 @@ func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("pebble: commit: %w", err)
 	}
+	if err := s.failure(); err != nil {
+		return 0, fmt.Errorf("pebble: commit: %w", err) // refused at once while writes are refused
+	}
 	r := &request{ctx: ctx, tx: tx, done: make(chan struct{}), promote: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
@@ -606,12 +686,13 @@ func (s *Store) failure() error {
 	return nil
 }
 
-// fail records the first storage failure and returns the failure in force.
+// fail records a storage failure, refusing every commit until the store recovers from it (recover.go), and
+// returns the failure in force.
 func (s *Store) fail(err error) error {
-	err = fmt.Errorf("%w: durable write failed, the store accepts no more commits until restarted: %w",
-		port.ErrUnavailable, err)
+	err = fmt.Errorf("%w: a durable write failed; they are refused until the store recovers (room on the volume of %s): %w",
+		port.ErrWritesRefused, s.dir, err)
 	if s.failed.CompareAndSwap(nil, &err) {
-		s.log.Error("item store: durable write failed; restart the server", "err", err)
+		s.refused(err)
 	}
 	return s.failure()
 }
@@ -732,24 +813,4 @@ func (r ranger) Scan(pk, after string, fn func(port.Item) bool) error {
 		}
 	}
 	return mapErr(iter.Close())
-}
-
-// engineLogger passes pebble's messages to slog: informational ones at debug level.
-type engineLogger struct{ log *slog.Logger }
-
-func (l engineLogger) Infof(format string, args ...any) {
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("item store: " + fmt.Sprintf(format, args...))
-	}
-}
-
-func (l engineLogger) Errorf(format string, args ...any) {
-	l.log.Error("item store: " + fmt.Sprintf(format, args...))
-}
-
-// Fatalf logs and panics: pebble calls it when it cannot go on safely.
-func (l engineLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	l.log.Error("item store: fatal: " + msg)
-	panic("pebble: " + msg)
 }
