@@ -61,6 +61,17 @@ func (q Quotas) check() error {
 	return nil
 }
 
+// merge returns base with the non-zero members of q (a merge patch: a zero member is absent).
+func (q Quotas) merge(base Quotas) Quotas {
+	if q.MaxStoredBytes != 0 {
+		base.MaxStoredBytes = q.MaxStoredBytes
+	}
+	if q.MaxItems != 0 {
+		base.MaxItems = q.MaxItems
+	}
+	return base
+}
+
 // effectiveQuotas returns a space's quotas: its owner's, or the deployment's defaults.
 func (s *Service) effectiveQuotas(sp Space) Quotas {
 	if sp.Quotas != nil {
