@@ -19,6 +19,7 @@ func (a *API) routes() error {
 		ops.MemoryExport: a.export,
 		ops.SchemaList:   a.schemaList,
 		ops.SchemaGet:    a.schemaGet,
+		ops.OpenAPI:      a.openAPI,
 	}
 	a.opNames = make(map[string]string, len(a.ops.List()))
 	for _, o := range a.ops.List() {
@@ -102,5 +103,16 @@ func (a *API) schemaGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/schema+json")
+	_, _ = w.Write(raw)
+}
+
+// openAPI serves the OpenAPI 3.1 document of the operations (package openapi), generated once.
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
+	raw, err := a.doc.JSON()
+	if err != nil {
+		a.fail(w, r, a.readID(), fmt.Errorf("httpapi: generating the OpenAPI document: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(raw)
 }

@@ -15,6 +15,7 @@ const (
 	MemoryExport = "memory.export"
 	SchemaList   = "schemas.list"
 	SchemaGet    = "schemas.get"
+	OpenAPI      = "openapi"
 )
 
 // adminSpace is the prefix of the control-plane routes of one space.
@@ -177,8 +178,12 @@ func dataOps() []*Op {
 			func(ctx context.Context, c Call, r *ExportRequest) (any, error) {
 				return c.Svc.ExportMemory(ctx, c.P, r.CollectionID, r.Revision)
 			}),
-		{Name: SchemaList, Method: "GET", Path: "/v0/schemas", Plane: Public, Function: FnMailbox, Stream: true},
-		{Name: SchemaGet, Method: "GET", Path: "/v0/schemas/{name}", Plane: Public, Function: FnMailbox, Stream: true},
+		{Name: SchemaList, Method: "GET", Path: "/v0/schemas", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "The published JSON Schemas"},
+		{Name: SchemaGet, Method: "GET", Path: "/v0/schemas/{name}", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "One published JSON Schema"},
+		{Name: OpenAPI, Method: "GET", Path: "/v0/openapi.json", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "This API's OpenAPI 3.1 description"},
 	}
 }
 
