@@ -25,7 +25,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.Client(t).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -434,7 +434,9 @@ func ErrorCodes(o *ops.Op) []domain.Code {
 	}
 	if o.HasBody() || o.Name == ops.Upload {
 		set[domain.CodePayloadTooLarge] = true
-		set[domain.CodeResourceLimit] = true // a schema bound that stands for a published limit
+	}
+	if o.HasBody() || o.Args != "" || o.Name == ops.Upload {
+		set[domain.CodeResourceLimit] = true // a schema bound that stands for a published limit, or a quota
 	}
 	if o.Submission || o.Plane == ops.Admin && o.HasBody() {
 		set[domain.CodeIdempotencyConflict] = true
