@@ -15,8 +15,8 @@ import (
 // at RequestsPerSecond that holds at most Burst requests. Describe publishes the space's limits; the
 // owner sets them with PATCH /admin/v0/spaces/{space_id}.
 type RateLimits struct {
-	RequestsPerSecond int `json:"requests_per_second"`
-	Burst             int `json:"burst"`
+	RequestsPerSecond int `json:"requests_per_second,omitempty"`
+	Burst             int `json:"burst,omitempty"`
 }
 
 // Default and largest rate limits.
