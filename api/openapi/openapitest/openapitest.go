@@ -155,6 +155,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
+// CloseIdleConnections closes the idle connections of Base (http.Client.CloseIdleConnections reaches it
+// through the wrapper).
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // Client returns base (nil: a new http.Client) with its transport wrapped to check every answer of a
 // documented route against the current document (Shared), failing tb (Errorf: safe from any goroutine) on a drift.
 func Client(tb testing.TB, base *http.Client) *http.Client {
