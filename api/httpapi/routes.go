@@ -11,7 +11,8 @@ import (
 
 // routes serves every operation of ops.List at its method and path: the data plane (SUPPLEMENT §11.1),
 // the webhook subscriptions (RFC §12.3) and the control plane (SUPPLEMENT §11.3). An operation marked
-// Stream is served by its handler below; every other one by operation.
+// Stream is served by its handler below; one marked Embedded by the handler its deployment mounts; every
+// other one by operation.
 func (a *API) routes() error {
 	streams := map[string]http.HandlerFunc{
 		ops.Upload:       a.upload,
@@ -24,6 +25,9 @@ func (a *API) routes() error {
 	a.opNames = make(map[string]string, len(a.ops.List()))
 	for _, o := range a.ops.List() {
 		a.opNames[o.Method+" "+o.Path] = o.Name
+		if o.Embedded { // mounted by the deployment that serves it (package server)
+			continue
+		}
 		h := a.operation(o)
 		if o.Stream {
 			if h = streams[o.Name]; h == nil {

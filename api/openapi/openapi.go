@@ -92,6 +92,7 @@ func Generate(reg *schemas.Registry, list []*ops.Op, opts Options) ([]byte, erro
 			}
 		}
 	}
+	prune(comps, paths)
 	comps2 := map[string]any{"schemas": comps, "securitySchemes": schemes}
 	doc := map[string]any{
 		"openapi": "3.1.1",
@@ -175,7 +176,103 @@ func components(reg *schemas.Registry) (map[string]any, error) {
 			out[name] = rewrite(name, doc)
 		}
 	}
+	for name, s := range out {
+		out[name] = explicit(s)
+	}
 	return out, nil
+}
+
+// prune removes the components no operation reaches (the published schemas nothing in the API answers with
+// or takes any more, such as the whole-object rate_limits a PATCH used to demand).
+func prune(comps map[string]any, paths map[string]any) {
+	reached := map[string]bool{}
+	var walk func(node any)
+	walk = func(node any) {
+		switch n := node.(type) {
+		case map[string]any:
+			if r, ok := n["$ref"].(string); ok {
+				if name, ok := strings.CutPrefix(r, "#/components/schemas/"); ok && !reached[name] {
+					reached[name] = true
+					walk(comps[name])
+				}
+			}
+			for _, v := range n {
+				walk(v)
+			}
+		case []any:
+			for _, v := range n {
+				walk(v)
+			}
+		}
+	}
+	walk(paths)
+	for name := range comps {
+		if !reached[name] {
+			delete(comps, name)
+		}
+	}
+}
+
+// explicit returns a schema with what JSON Schema leaves implicit spelled out, for OpenAPI tools that read
+// each subschema on its own (linters, code generators), without changing what it accepts: a member a
+// subschema requires but does not declare is declared there with the schema any undeclared member has
+// (additionalProperties, or {} where there is none), and a member the whole schema requires that tells the
+// oneOf branches apart (a const) is required in each branch too.
+func explicit(node any) any {
+	switch n := node.(type) {
+	case map[string]any:
+		for k, v := range n {
+			n[k] = explicit(v)
+		}
+		if req, ok := n["required"].([]any); ok {
+			props, _ := n["properties"].(map[string]any)
+			var undeclared any = map[string]any{}
+			_, hasPattern := n["patternProperties"]
+			if ap, ok := n["additionalProperties"]; ok {
+				undeclared = ap
+			}
+			if b, isBool := undeclared.(bool); !hasPattern && (!isBool || b) {
+				for _, r := range req {
+					name, _ := r.(string)
+					if _, ok := props[name]; ok || name == "" {
+						continue
+					}
+					if props == nil {
+						props = map[string]any{}
+						n["properties"] = props
+					}
+					props[name] = undeclared
+				}
+			}
+		}
+		if branches, ok := n["oneOf"].([]any); ok {
+			req, _ := n["required"].([]any)
+			for _, b := range branches {
+				bm, ok := b.(map[string]any)
+				if !ok {
+					continue
+				}
+				props, _ := bm["properties"].(map[string]any)
+				for _, r := range req {
+					name, _ := r.(string)
+					p, _ := props[name].(map[string]any)
+					if _, isConst := p["const"]; !isConst {
+						continue
+					}
+					breq, _ := bm["required"].([]any)
+					if !slices.Contains(breq, r) {
+						bm["required"] = append(breq, r)
+					}
+				}
+			}
+		}
+		return n
+	case []any:
+		for i, v := range n {
+			n[i] = explicit(v)
+		}
+	}
+	return node
 }
 
 // rewrite returns node with its references (absolute $id URLs of the schema set, or local to doc) made

@@ -336,6 +336,9 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.ListDeliveries(ctx, r.SpaceID, r.State)
 			}),
+		{Name: "admin.backup", Method: "POST", Path: "/admin/v0/backup", Plane: Admin, Function: FnAdmin, Embedded: true,
+			Request: "admin.backup.request", Response: "admin.backup.response",
+			Summary: "Back up the instance online into a directory (waypost serve only: on AWS, PITR and S3 versioning)"},
 		define(withErrors(admin("admin.delivery.redeliver", "POST", adminSpace+"/deliveries/{delivery_id}/redeliver", "admin.empty.request", "admin.delivery.response"),
 			domain.CodeUnsupported),
 			func(ctx context.Context, c Call, r *struct {

@@ -106,6 +106,9 @@ type Op struct {
 	// Stream marks an operation whose HTTP answer is not (only) the JSON envelope — bytes, a redirect, another
 	// format: the HTTP transport serves it with a handler of its own (named by Name).
 	Stream bool
+	// Embedded marks an operation that only the embedded deployment serves, with a handler package server
+	// mounts (admin.backup): api/httpapi does not route it and the AWS route table leaves it out.
+	Embedded bool
 	// Summary names the operation in the OpenAPI document where it has no tool title.
 	Summary string
 	// Errors are the error codes of the operation beyond those every route of its kind can answer with
