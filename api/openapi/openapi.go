@@ -451,7 +451,7 @@ func requestBody(o *ops.Op) map[string]any {
 	body := map[string]any{"required": o.Request != "admin.empty.request", "content": content}
 	if o.Method == http.MethodPatch {
 		content[MergePatchType] = media
-		body["description"] = "A JSON Merge Patch (RFC 7396): members present change, absent members stay as they are, down to the members of nested objects; arrays are replaced whole; null is refused (every setting has a value)."
+		body["description"] = o.Merge
 	}
 	return body
 }

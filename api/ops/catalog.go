@@ -72,7 +72,7 @@ func dataOps() []*Op {
 				return c.Svc.Status(ctx, c.P, r.Operation, r.RequestID)
 			}),
 		define(Op{Name: domain.OpMessageSend, Method: "POST", Path: "/v0/messages", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeMessageSend}, Request: "message.send.request", Response: "message.send.response", Submission: true, Errors: []domain.Code{domain.CodeBlobNotSealed, domain.CodeUnsupported},
+			Scopes: []domain.Scope{domain.ScopeMessageSend}, Request: "message.send.request", Response: "message.send.response", Submission: true, Examples: map[string]string{"send": `{"request_id": "req-send-0001", "recipient_ids": ["act_b"], "subject": "Build report", "body": {"text": "The nightly build passed."}}`}, Errors: []domain.Code{domain.CodeBlobNotSealed, domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_send", Title: "Send a message",
 				Description: "Publish a message. Persist request_id before calling; retry only with the same request_id. Replies (in_reply_to) must name recipients. Stored only when submission_state is committed."}},
 			func(ctx context.Context, c Call, r *domain.SendRequest) (any, error) {
@@ -89,14 +89,14 @@ func dataOps() []*Op {
 				return c.Svc.GetMessage(ctx, c.P, r.MessageID)
 			}),
 		define(Op{Name: "inbox.read", Method: "POST", Path: "/v0/inbox/read", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeMessageRead}, Request: "inbox.read.request", Response: "inbox.read.response", Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired, domain.CodeUnsupported},
+			Scopes: []domain.Scope{domain.ScopeMessageRead}, Request: "inbox.read.request", Response: "inbox.read.response", Examples: map[string]string{"from the start": `{"consumer_id": "con_b", "cursor": null, "limit": 50}`}, Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired, domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_inbox", Title: "Read the inbox", ReadOnly: true,
 				Description: "The next page of your consumer's feed after cursor (null = from the start). Save the items, then acknowledge with waypost_ack and the returned next_cursor."}},
 			func(ctx context.Context, c Call, r *domain.ReadRequest) (any, error) {
 				return c.Svc.ReadInbox(ctx, c.P, *r)
 			}),
 		define(Op{Name: domain.OpInboxAck, Method: "POST", Path: "/v0/inbox/ack", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeReceiptWrite}, Request: "inbox.ack.request", Response: "inbox.ack.response", Submission: true, Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired},
+			Scopes: []domain.Scope{domain.ScopeReceiptWrite}, Request: "inbox.ack.request", Response: "inbox.ack.response", Submission: true, Examples: map[string]string{"processed": `{"request_id": "req-ack-0001", "consumer_id": "con_b", "items": [{"item_id": "itm_0001", "stage": "processed"}], "checkpoint_cursor": "c1.opaque"}`}, Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired},
 			Tool: &Tool{Name: "waypost_ack", Title: "Acknowledge",
 				Description: "Record received/processed receipts and a checkpoint cursor, after the items are saved."}},
 			func(ctx context.Context, c Call, r *domain.AckRequest) (any, error) {
@@ -248,7 +248,8 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.GetSpace(ctx, r.SpaceID)
 			}),
-		define(admin("admin.space.update", "PATCH", adminSpace, "admin.space.update.request", "admin.space.get.response"),
+		define(withMerge(admin("admin.space.update", "PATCH", adminSpace, "admin.space.update.request", "admin.space.get.response"),
+			"A JSON Merge Patch (RFC 7396) of the space's settings: members present change, absent members stay as they are, down to the members of rate_limits and quotas ({\"quotas\": {\"max_items\": 100}} keeps max_stored_bytes); null is refused (every setting has a value)."),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace
 				domain.UpdateSpaceRequest
@@ -287,7 +288,8 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.CreateConsumer(ctx, r.SpaceID, r.CreateConsumerRequest)
 			}),
-		define(admin("admin.consumer.update", "PATCH", adminSpace+"/consumers/{consumer_id}", "admin.consumer.update.request", "admin.consumer.response"),
+		define(withMerge(admin("admin.consumer.update", "PATCH", adminSpace+"/consumers/{consumer_id}", "admin.consumer.update.request", "admin.consumer.response"),
+			"A JSON Merge Patch (RFC 7396) at the top level: view and filter each change only when present, and the other stays as it is. filter, when present, is the consumer's whole new filter (a member it omits is no restriction): its members are not merged one by one (docs/decisions.md). null is refused."),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace
 				ConsumerID string `json:"-" path:"consumer_id"`
@@ -361,6 +363,8 @@ type change struct {
 }
 
 func withArgs(op Op, args string) Op { op.Args = args; return op }
+
+func withMerge(op Op, merge string) Op { op.Merge = merge; return op }
 
 func withErrors(op Op, codes ...domain.Code) Op { op.Errors = codes; return op }
 

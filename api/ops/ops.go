@@ -109,6 +109,8 @@ type Op struct {
 	// Embedded marks an operation that only the embedded deployment serves, with a handler package server
 	// mounts (admin.backup): api/httpapi does not route it and the AWS route table leaves it out.
 	Embedded bool
+	// Merge says how a PATCH body merges into what it changes (the OpenAPI document's request description).
+	Merge string
 	// Summary names the operation in the OpenAPI document where it has no tool title.
 	Summary string
 	// Errors are the error codes of the operation beyond those every route of its kind can answer with
