@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/waypost/waypost/api/apitest"
+	"github.com/waypost/waypost/api/openapi/openapitest"
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
@@ -47,7 +48,7 @@ func TestSubscriptionsAgainstRealStack(t *testing.T) {
 	recv.SetStatus(http.StatusGone)
 	reg := schemas.MustNew()
 	rec := &bodies{}
-	hc := &http.Client{Transport: rec}
+	hc := openapitest.Client(t, &http.Client{Transport: rec}) // every answer checked against the OpenAPI document too
 	ctx := context.Background()
 	b := client.New(st.URL, w.TokB, client.WithHTTPClient(hc))
 	a := client.New(st.URL, w.TokA, client.WithHTTPClient(hc))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waypost/waypost/api/openapi/openapitest"
 	"github.com/waypost/waypost/client"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/schemas"
@@ -68,7 +69,7 @@ func TestWireShapesAgainstRealServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &bodies{}
-	hc := &http.Client{Transport: rec}
+	hc := openapitest.Client(t, &http.Client{Transport: rec}) // every answer checked against the OpenAPI document too
 	ctx := context.Background()
 	ad := client.NewAdmin(url, servertest.AdminSecret, client.WithHTTPClient(hc))
 

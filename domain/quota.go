@@ -21,12 +21,13 @@ import (
 // never refused, so that consumers can always acknowledge what they received — they may take a space past
 // its byte limit). Control-plane records and unsealed uploads do not count.
 
-// Quotas are a space's capacity limits.
+// Quotas are a space's capacity limits. In an UpdateSpaceRequest a zero member is absent (omitted from the
+// JSON): the patch keeps its value.
 type Quotas struct {
 	// MaxStoredBytes bounds the bytes the space stores: metadata records and blob-store objects.
-	MaxStoredBytes int64 `json:"max_stored_bytes"`
+	MaxStoredBytes int64 `json:"max_stored_bytes,omitempty"`
 	// MaxItems bounds the items the space publishes: messages and memory revisions.
-	MaxItems int64 `json:"max_items"`
+	MaxItems int64 `json:"max_items,omitempty"`
 }
 
 // QuotaUsage is what a space uses of its quotas.
@@ -59,6 +60,17 @@ func (q Quotas) check() error {
 			WithDetails("field", "quotas.max_items")
 	}
 	return nil
+}
+
+// merge returns base with the non-zero members of q (a merge patch: a zero member is absent).
+func (q Quotas) merge(base Quotas) Quotas {
+	if q.MaxStoredBytes != 0 {
+		base.MaxStoredBytes = q.MaxStoredBytes
+	}
+	if q.MaxItems != 0 {
+		base.MaxItems = q.MaxItems
+	}
+	return base
 }
 
 // effectiveQuotas returns a space's quotas: its owner's, or the deployment's defaults.

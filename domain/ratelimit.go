@@ -15,8 +15,8 @@ import (
 // at RequestsPerSecond that holds at most Burst requests. Describe publishes the space's limits; the
 // owner sets them with PATCH /admin/v0/spaces/{space_id}.
 type RateLimits struct {
-	RequestsPerSecond int `json:"requests_per_second"`
-	Burst             int `json:"burst"`
+	RequestsPerSecond int `json:"requests_per_second,omitempty"`
+	Burst             int `json:"burst,omitempty"`
 }
 
 // Default and largest rate limits.
@@ -42,6 +42,17 @@ func (l RateLimits) check() error {
 		return Errorf(CodeInvalidRequest, "rate_limits.burst must be between 1 and %d", MaxBurst).WithDetails("field", "rate_limits.burst")
 	}
 	return nil
+}
+
+// merge returns base with the non-zero members of l (a merge patch: a zero member is absent).
+func (l RateLimits) merge(base RateLimits) RateLimits {
+	if l.RequestsPerSecond != 0 {
+		base.RequestsPerSecond = l.RequestsPerSecond
+	}
+	if l.Burst != 0 {
+		base.Burst = l.Burst
+	}
+	return base
 }
 
 // PublishedRateLimits is what describe says about the rate limits of the caller's credential.
@@ -147,8 +158,11 @@ func rateLimited(l RateLimits, wait time.Duration) error {
 		"requests_per_second", l.RequestsPerSecond, "burst", l.Burst, "retry_after_ms", ms)
 }
 
-// UpdateSpaceRequest is the body of PATCH /admin/v0/spaces/{space_id}. Each member present changes that
-// setting; absent ones stay as they are.
+// UpdateSpaceRequest is the body of PATCH /admin/v0/spaces/{space_id}, a JSON Merge Patch (RFC 7396) of
+// the space's settings: each member present changes that setting and absent ones stay as they are, down to
+// the members of rate_limits and quotas — {"quotas": {"max_items": 100}} changes max_items and keeps
+// max_stored_bytes. A zero member of RateLimits or Quotas is absent (no setting may be zero; the HTTP schema
+// refuses an explicit 0 and null). See docs/decisions.md, "PATCH is a merge patch".
 type UpdateSpaceRequest struct {
 	RequestID  string      `json:"request_id,omitempty"`
 	RateLimits *RateLimits `json:"rate_limits,omitempty"`
@@ -157,7 +171,8 @@ type UpdateSpaceRequest struct {
 }
 
 // UpdateSpace changes a space's settings (control plane): its per-credential rate limits and its capacity
-// quotas. A change applies at once in this process and within spaceCacheTTL (the space cache) elsewhere.
+// quotas, merged member by member into those in force (UpdateSpaceRequest). A change applies at once in
+// this process and within spaceCacheTTL (the space cache) elsewhere.
 func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpaceRequest) (SpaceResult, error) {
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
@@ -165,12 +180,12 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 		}
 	}
 	if req.RateLimits != nil {
-		if err := req.RateLimits.check(); err != nil {
+		if err := req.RateLimits.merge(DefaultRateLimits()).check(); err != nil {
 			return SpaceResult{}, err
 		}
 	}
 	if req.Quotas != nil {
-		if err := req.Quotas.check(); err != nil {
+		if err := req.Quotas.merge(DefaultQuotas()).check(); err != nil {
 			return SpaceResult{}, err
 		}
 	}
@@ -187,11 +202,11 @@ func (s *Service) UpdateSpace(ctx context.Context, spaceID string, req UpdateSpa
 			return nil, Errorf(CodeNotFound, "no such space")
 		}
 		if req.RateLimits != nil {
-			l := *req.RateLimits
+			l := req.RateLimits.merge(s.effectiveRateLimits(sp))
 			sp.RateLimits = &l
 		}
 		if req.Quotas != nil {
-			q := *req.Quotas
+			q := req.Quotas.merge(s.effectiveQuotas(sp))
 			sp.Quotas = &q
 		}
 		out = sp

@@ -1,7 +1,8 @@
 // Package e2e tests the real `waypost` binary over real HTTP, as a third-party client would: TestMain builds
 // the binary once, each test starts `waypost serve` as a subprocess on a loopback port with its own data
 // directory, and talks to it with a small raw-HTTP helper (no Waypost client library). Every response body is
-// validated against the published JSON Schemas (package schemas).
+// validated against the published JSON Schemas (package schemas), and every answer of a documented route
+// against the OpenAPI document (package openapitest: a drift fails the test).
 package e2e
 
 import (
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waypost/waypost/api/openapi/openapitest"
 	"github.com/waypost/waypost/e2e/wire"
 	"github.com/waypost/waypost/schemas"
 )
@@ -109,7 +111,7 @@ func startServer(t testing.TB, args ...string) *server {
 // restored backup), with extra `waypost serve` flags; it is stopped (SIGTERM) when the test ends.
 func startServerOn(t testing.TB, dir string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, data: dir, logs: &bytes.Buffer{}, http: newHTTPClient(), args: args}
+	s := &server{t: t, data: dir, logs: &bytes.Buffer{}, http: openapitest.Client(t, newHTTPClient()), args: args}
 	s.start()
 	t.Cleanup(func() {
 		s.stop()

@@ -44,6 +44,9 @@ func (r Route) Key() string { return r.Method + " " + r.Path }
 func Routes() []Route {
 	var routes []Route
 	for _, o := range ops.List() {
+		if o.Embedded { // served by `waypost serve` alone
+			continue
+		}
 		routes = append(routes, Route{o.Method, o.Path, o.Function}) // net/http wildcards are API Gateway's {param}
 	}
 	return append(routes,

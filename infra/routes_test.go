@@ -41,6 +41,9 @@ func expectedTarget(path string) string {
 func TestRoutesMatchServer(t *testing.T) {
 	var served []string
 	for _, o := range ops.List() {
+		if o.Embedded { // waypost serve alone (admin.backup): api/httpapi does not serve it either
+			continue
+		}
 		served = append(served, o.Method+" "+o.Path)
 	}
 	if len(served) < 30 {

@@ -23,6 +23,7 @@ import (
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
 	"github.com/waypost/waypost/api/oauth"
+	"github.com/waypost/waypost/api/openapi"
 	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/channel"
@@ -266,7 +267,8 @@ func Open(cfg Config) (_ *Server, err error) {
 	// reach them directly, so nothing on the public listener may publish to them.
 	stack, err := transport.New(dcfg, transport.Options{Ops: ops.List(), MCP: mcpapi.Over, AdminSecret: admin, Logger: cfg.Logger, Version: cfg.Version,
 		Metrics: rec, Challenge: challenge,
-		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight})})
+		HTTP: httpapi.Over(httpapi.Options{BodyTimeout: cfg.BodyTimeout, MinUploadRate: cfg.MinUploadRate, MaxInflight: cfg.MaxInflight,
+			OpenAPI: openAPIOptions(cfg)})})
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +301,16 @@ func Open(cfg Config) (_ *Server, err error) {
 		s.worker.start(svc)
 	}
 	return s, nil
+}
+
+// openAPIOptions describes the OAuth scheme in the served OpenAPI document where OAuth is served: its
+// endpoints under the public URL, or relative to the document's origin when there is none.
+func openAPIOptions(cfg Config) openapi.Options {
+	if cfg.NoOAuth {
+		return openapi.Options{}
+	}
+	base := strings.TrimSuffix(cfg.PublicURL, "/")
+	return openapi.Options{OAuth: &openapi.OAuth{AuthorizationURL: base + "/authorize", TokenURL: base + "/token"}}
 }
 
 // loadOrCreateSecret reads a secret file, or creates it with 32 random bytes (mode 0600).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/waypost/waypost/api/httpapi"
 	"github.com/waypost/waypost/api/mcpapi"
+	"github.com/waypost/waypost/api/openapi/openapitest"
 	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
@@ -74,6 +75,15 @@ func New(t testing.TB, o Options) *Stack {
 	t.Cleanup(hs.Close)
 	return &Stack{URL: hs.URL, Svc: stack.Svc}
 }
+
+// Client returns an HTTP client that checks every answer of a route of the API against its OpenAPI
+// document (package openapitest) and fails t on a drift.
+func (s *Stack) Client(t testing.TB) *http.Client { t.Helper(); return Client(t) }
+
+// Client returns an HTTP client for any Waypost server (a Stack, servertest, the real binary) that checks
+// every answer of a route of the API against its OpenAPI document (package openapitest) and fails t on a
+// drift.
+func Client(t testing.TB) *http.Client { t.Helper(); return openapitest.Client(t, nil) }
 
 // Sender returns the real webhook sender (package webhook/sender) admitting loopback targets, as
 // `waypost serve --allow-loopback-webhooks` does, and plain http:// targets when allowHTTP is set. Private

@@ -17,6 +17,7 @@ import (
 
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/api/boundary"
+	"github.com/waypost/waypost/api/openapi"
 	"github.com/waypost/waypost/api/ops"
 	"github.com/waypost/waypost/api/transport"
 	"github.com/waypost/waypost/domain"
@@ -56,6 +57,8 @@ type Options struct {
 	Metrics metrics.Recorder
 	// Challenge returns the WWW-Authenticate value of a 401; nil means Bearer realm="waypost".
 	Challenge func(r *http.Request) string
+	// OpenAPI changes the document served at GET /v0/openapi.json (openapi.Options: an OAuth scheme).
+	OpenAPI openapi.Options
 }
 
 // API is the HTTP transport over a domain.Service.
@@ -74,6 +77,7 @@ type API struct {
 	metrics       metrics.Recorder
 	challenge     func(r *http.Request) string
 	opNames       map[string]string // route pattern → operation name
+	doc           *openapi.Document // the document of GET /v0/openapi.json, generated on first use
 }
 
 // New returns the HTTP API handler.
@@ -96,7 +100,8 @@ func New(svc *domain.Service, opts Options) (*API, error) {
 		}
 	}
 	a := &API{svc: svc, ops: set, log: opts.Logger, mux: http.NewServeMux(),
-		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics, challenge: opts.Challenge}
+		bodyTimeout: opts.BodyTimeout, minUploadRate: opts.MinUploadRate, metrics: opts.Metrics, challenge: opts.Challenge,
+		doc: openapi.NewDocument(set, opts.OpenAPI)}
 	if a.challenge == nil {
 		a.challenge = func(*http.Request) string { return `Bearer realm="waypost"` }
 	}
@@ -337,14 +342,15 @@ func (a *API) readRaw(r *http.Request) ([]byte, error) {
 const JSONType = "application/json"
 
 // checkJSONType requires Content-Type: application/json (parameters such as charset=utf-8 allowed) on a
-// request that has a body, before any of it is read. A request without a body (Content-Length: 0) may omit
+// request that has a body, before any of it is read; a PATCH may also declare application/merge-patch+json
+// (RFC 7396), which is what every PATCH body is. A request without a body (Content-Length: 0) may omit
 // the header: the optional bodies of revoke and rotate calls are then empty.
 func checkJSONType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" && r.ContentLength == 0 {
 		return nil
 	}
-	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == JSONType {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && (mt == JSONType || mt == openapi.MergePatchType && r.Method == http.MethodPatch) {
 		return nil
 	}
 	got := ct

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/waypost/waypost/api/apitest"
 	"github.com/waypost/waypost/internal/testzip"
 	"github.com/waypost/waypost/schemas"
 	"github.com/waypost/waypost/server/servertest"
@@ -29,6 +30,8 @@ type m1 struct {
 	url string
 	reg *schemas.Registry
 	seq atomic.Int64
+	// http checks every answer against the OpenAPI document (apitest.Client).
+	http *http.Client
 }
 
 func newM1(t *testing.T) *m1 {
@@ -38,7 +41,7 @@ func newM1(t *testing.T) *m1 {
 	if err != nil {
 		t.Fatalf("schemas.New: %v", err)
 	}
-	return &m1{t: t, url: url, reg: reg}
+	return &m1{t: t, url: url, reg: reg, http: apitest.Client(t)}
 }
 
 func (m *m1) rid(prefix string) string { return fmt.Sprintf("%s-%d", prefix, m.seq.Add(1)) }
@@ -81,7 +84,7 @@ func (m *m1) do(method, path, token string, body any, header map[string]string) 
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := m.http.Do(req)
 	if err != nil {
 		m.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -250,7 +253,7 @@ func TestM1BlobRoutes(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+w.aTok)
 	req.Header.Set("Content-Type", ct)
 	req.ContentLength = -1
-	res, err := http.DefaultClient.Do(req)
+	res, err := m.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

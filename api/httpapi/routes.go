@@ -11,7 +11,8 @@ import (
 
 // routes serves every operation of ops.List at its method and path: the data plane (SUPPLEMENT §11.1),
 // the webhook subscriptions (RFC §12.3) and the control plane (SUPPLEMENT §11.3). An operation marked
-// Stream is served by its handler below; every other one by operation.
+// Stream is served by its handler below; one marked Embedded by the handler its deployment mounts; every
+// other one by operation.
 func (a *API) routes() error {
 	streams := map[string]http.HandlerFunc{
 		ops.Upload:       a.upload,
@@ -19,10 +20,14 @@ func (a *API) routes() error {
 		ops.MemoryExport: a.export,
 		ops.SchemaList:   a.schemaList,
 		ops.SchemaGet:    a.schemaGet,
+		ops.OpenAPI:      a.openAPI,
 	}
 	a.opNames = make(map[string]string, len(a.ops.List()))
 	for _, o := range a.ops.List() {
 		a.opNames[o.Method+" "+o.Path] = o.Name
+		if o.Embedded { // mounted by the deployment that serves it (package server)
+			continue
+		}
 		h := a.operation(o)
 		if o.Stream {
 			if h = streams[o.Name]; h == nil {
@@ -102,5 +107,16 @@ func (a *API) schemaGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/schema+json")
+	_, _ = w.Write(raw)
+}
+
+// openAPI serves the OpenAPI 3.1 document of the operations (package openapi), generated once.
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
+	raw, err := a.doc.JSON()
+	if err != nil {
+		a.fail(w, r, a.readID(), fmt.Errorf("httpapi: generating the OpenAPI document: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(raw)
 }

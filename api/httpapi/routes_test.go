@@ -17,6 +17,9 @@ func TestEveryOperationIsRouted(t *testing.T) {
 	t.Parallel()
 	s := apitest.New(t, apitest.Options{})
 	for _, o := range ops.List() {
+		if o.Embedded { // mounted by package server, not by this stack
+			continue
+		}
 		path := o.Path
 		for _, p := range o.PathParams() {
 			path = strings.ReplaceAll(path, "{"+p+"}", "x1")
@@ -25,7 +28,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.Client(t).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

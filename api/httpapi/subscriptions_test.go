@@ -27,7 +27,7 @@ type hooks struct {
 func newHooks(t *testing.T, o apitest.Options) *hooks {
 	t.Helper()
 	st := apitest.New(t, o)
-	return &hooks{m1: &m1{t: t, url: st.URL, reg: schemas.MustNew()}, stack: st, w: st.World(t)}
+	return &hooks{m1: &m1{t: t, url: st.URL, reg: schemas.MustNew(), http: st.Client(t)}, stack: st, w: st.World(t)}
 }
 
 // secret returns a fresh webhook secret that no response may contain.

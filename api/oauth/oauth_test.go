@@ -279,6 +279,16 @@ func TestMetadataAndChallenge(t *testing.T) {
 			t.Errorf("%s: %d, WWW-Authenticate %q", path, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
 	}
+	// The served OpenAPI document offers the oauth2 scheme with these endpoints.
+	if resp, err := http.Get(h.base + "/v0/openapi.json"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"authorizationUrl": "/authorize"`) || !strings.Contains(string(b), `"tokenUrl": "/token"`) {
+			t.Error("the served OpenAPI document has no oauth2 scheme naming /authorize and /token")
+		}
+	}
 	// describe and the metadata agree: oauth is published where it is served.
 	req, _ := http.NewRequest(http.MethodGet, h.base+"/v0/describe", nil)
 	req.Header.Set("Authorization", "Bearer "+h.world.TokA)

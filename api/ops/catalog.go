@@ -15,6 +15,7 @@ const (
 	MemoryExport = "memory.export"
 	SchemaList   = "schemas.list"
 	SchemaGet    = "schemas.get"
+	OpenAPI      = "openapi"
 )
 
 // adminSpace is the prefix of the control-plane routes of one space.
@@ -71,7 +72,7 @@ func dataOps() []*Op {
 				return c.Svc.Status(ctx, c.P, r.Operation, r.RequestID)
 			}),
 		define(Op{Name: domain.OpMessageSend, Method: "POST", Path: "/v0/messages", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeMessageSend}, Request: "message.send.request", Response: "message.send.response", Submission: true,
+			Scopes: []domain.Scope{domain.ScopeMessageSend}, Request: "message.send.request", Response: "message.send.response", Submission: true, Examples: map[string]string{"send": `{"request_id": "req-send-0001", "recipient_ids": ["act_b"], "subject": "Build report", "body": {"text": "The nightly build passed."}}`}, Errors: []domain.Code{domain.CodeBlobNotSealed, domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_send", Title: "Send a message",
 				Description: "Publish a message. Persist request_id before calling; retry only with the same request_id. Replies (in_reply_to) must name recipients. Stored only when submission_state is committed."}},
 			func(ctx context.Context, c Call, r *domain.SendRequest) (any, error) {
@@ -88,21 +89,21 @@ func dataOps() []*Op {
 				return c.Svc.GetMessage(ctx, c.P, r.MessageID)
 			}),
 		define(Op{Name: "inbox.read", Method: "POST", Path: "/v0/inbox/read", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeMessageRead}, Request: "inbox.read.request", Response: "inbox.read.response",
+			Scopes: []domain.Scope{domain.ScopeMessageRead}, Request: "inbox.read.request", Response: "inbox.read.response", Examples: map[string]string{"from the start": `{"consumer_id": "con_b", "cursor": null, "limit": 50}`}, Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired, domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_inbox", Title: "Read the inbox", ReadOnly: true,
 				Description: "The next page of your consumer's feed after cursor (null = from the start). Save the items, then acknowledge with waypost_ack and the returned next_cursor."}},
 			func(ctx context.Context, c Call, r *domain.ReadRequest) (any, error) {
 				return c.Svc.ReadInbox(ctx, c.P, *r)
 			}),
 		define(Op{Name: domain.OpInboxAck, Method: "POST", Path: "/v0/inbox/ack", Plane: Data, Function: FnMailbox,
-			Scopes: []domain.Scope{domain.ScopeReceiptWrite}, Request: "inbox.ack.request", Response: "inbox.ack.response", Submission: true,
+			Scopes: []domain.Scope{domain.ScopeReceiptWrite}, Request: "inbox.ack.request", Response: "inbox.ack.response", Submission: true, Examples: map[string]string{"processed": `{"request_id": "req-ack-0001", "consumer_id": "con_b", "items": [{"item_id": "itm_0001", "stage": "processed"}], "checkpoint_cursor": "c1.opaque"}`}, Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired},
 			Tool: &Tool{Name: "waypost_ack", Title: "Acknowledge",
 				Description: "Record received/processed receipts and a checkpoint cursor, after the items are saved."}},
 			func(ctx context.Context, c Call, r *domain.AckRequest) (any, error) {
 				return c.Svc.Ack(ctx, c.P, *r)
 			}),
 		define(Op{Name: "feed.wait", Method: "GET", Path: "/v0/feed/wait", Plane: Data, Function: FnChannel,
-			Scopes: []domain.Scope{domain.ScopeMessageRead}, Response: "inbox.read.response",
+			Scopes: []domain.Scope{domain.ScopeMessageRead}, Response: "inbox.read.response", Errors: []domain.Code{domain.CodeInvalidCursor, domain.CodeCursorScopeChanged, domain.CodeCursorExpired, domain.CodeUnsupported},
 			Args: object([]string{"consumer_id"}, props{"consumer_id": idArg(), "cursor": cursorArg(),
 				"timeout_ms": map[string]any{"type": "integer", "minimum": 0}, "limit": limitArg()}),
 			Tool: &Tool{Name: "waypost_wait", Title: "Wait for new items", ReadOnly: true, LiveFeed: true,
@@ -111,7 +112,7 @@ func dataOps() []*Op {
 				return c.Svc.WaitFeed(ctx, c.P, *r)
 			}),
 		define(Op{Name: domain.OpBlobPrepare, Method: "POST", Path: "/v0/blobs", Plane: Data, Function: FnBlobs,
-			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Request: "blob.prepare.request", Response: "blob.prepare.response", Submission: true,
+			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Request: "blob.prepare.request", Response: "blob.prepare.response", Submission: true, Errors: []domain.Code{domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_blob_prepare", Title: "Prepare a blob upload",
 				Description: "Reserve an upload for a file of known size and SHA-256. Upload the bytes with one HTTP PUT to upload_url carrying exactly upload_headers (add Authorization: Bearer only when upload_url is on this service; a presigned storage URL takes no credential and refuses other bytes), then call waypost_blob_commit. Hosts without file transfer cannot upload: say so."}},
 			func(ctx context.Context, c Call, r *domain.BlobPrepareRequest) (any, error) {
@@ -120,9 +121,9 @@ func dataOps() []*Op {
 				return res, err
 			}),
 		{Name: Upload, Method: "PUT", Path: "/v0/uploads/{upload_id}/content", Plane: Data, Function: FnBlobs,
-			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Response: "upload.response", Stream: true},
+			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Response: "upload.response", Stream: true, Errors: []domain.Code{domain.CodeChecksumMismatch, domain.CodeInvalidBlob, domain.CodeUploadExpired, domain.CodeUploadContentConflict, domain.CodeUploadSealed}},
 		define(Op{Name: domain.OpBlobCommit, Method: "POST", Path: "/v0/blobs/commit", Plane: Data, Function: FnBlobs,
-			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Request: "blob.commit.request", Response: "blob.info", Submission: true,
+			Scopes: []domain.Scope{domain.ScopeBlobWrite}, Request: "blob.commit.request", Response: "blob.info", Submission: true, Errors: []domain.Code{domain.CodeChecksumMismatch, domain.CodeInvalidBlob, domain.CodeUploadExpired, domain.CodeUploadContentConflict, domain.CodeUploadSealed},
 			Tool: &Tool{Name: "waypost_blob_commit", Title: "Seal an uploaded blob",
 				Description: "Seal an uploaded blob after its bytes were PUT; only sealed blobs can be attached or referenced."}},
 			func(ctx context.Context, c Call, r *domain.BlobCommitRequest) (any, error) {
@@ -140,9 +141,9 @@ func dataOps() []*Op {
 				return res, err
 			}),
 		{Name: BlobContent, Method: "GET", Path: "/v0/blobs/{blob_id}/content", Plane: Data, Function: FnBlobs,
-			Scopes: []domain.Scope{domain.ScopeBlobRead}, Stream: true},
+			Scopes: []domain.Scope{domain.ScopeBlobRead}, Stream: true, Errors: []domain.Code{domain.CodeBlobNotSealed}},
 		define(Op{Name: domain.OpMemoryPublish, Method: "POST", Path: "/v0/collections/{collection_id}/revisions", Plane: Data, Function: FnMemory,
-			Scopes: []domain.Scope{domain.ScopeMemoryWrite}, Request: "memory.publish.request", Response: "memory.publish.response", Submission: true,
+			Scopes: []domain.Scope{domain.ScopeMemoryWrite}, Request: "memory.publish.request", Response: "memory.publish.response", Submission: true, Errors: []domain.Code{domain.CodeRevisionConflict, domain.CodeBlobNotSealed, domain.CodeInvalidManifest, domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_memory_publish", Title: "Publish memory",
 				Description: "Publish a revision of a collection: mode snapshot (the whole authorized collection; absent items become tombstones) or delta (upserts and delete_ids). expected_revision is a compare-and-set; on REVISION_CONFLICT read the current state first. collection_id is required here."}},
 			func(ctx context.Context, c Call, r *struct {
@@ -158,7 +159,7 @@ func dataOps() []*Op {
 				return c.Svc.PublishMemory(ctx, c.P, coll, r.MemoryPublishRequest)
 			}),
 		define(Op{Name: "memory.read", Method: "GET", Path: "/v0/collections/{collection_id}/items", Plane: Data, Function: FnMemory,
-			Scopes: []domain.Scope{domain.ScopeMemoryRead}, Response: "memory.read.response",
+			Scopes: []domain.Scope{domain.ScopeMemoryRead}, Response: "memory.read.response", Errors: []domain.Code{domain.CodeInvalidCursor},
 			Args: object([]string{"collection_id"}, props{"collection_id": idArg(), "revision": revisionArg(),
 				"limit": limitArg(), "cursor": cursorArg(), "include_tombstones": map[string]any{"type": "boolean"}}),
 			Tool: &Tool{Name: "waypost_memory_read", Title: "Read memory", ReadOnly: true,
@@ -170,15 +171,19 @@ func dataOps() []*Op {
 				return c.Svc.ReadMemory(ctx, c.P, r.CollectionID, r.MemoryReadRequest)
 			}),
 		define(Op{Name: MemoryExport, Method: "GET", Path: "/v0/collections/{collection_id}/export", Plane: Data, Function: FnMemory,
-			Scopes: []domain.Scope{domain.ScopeMemoryRead}, Response: "memory.export.response", Stream: true,
+			Scopes: []domain.Scope{domain.ScopeMemoryRead}, Response: "memory.export.response", Stream: true, Errors: []domain.Code{domain.CodeUnsupported},
 			Args: object([]string{"collection_id"}, props{"collection_id": idArg(), "revision": revisionArg()}),
 			Tool: &Tool{Name: "waypost_memory_export", Title: "Export memory", ReadOnly: true,
 				Description: "A portable bundle of a collection revision: identity, source versions, items with paths, blob IDs and digests. Never credentials."}},
 			func(ctx context.Context, c Call, r *ExportRequest) (any, error) {
 				return c.Svc.ExportMemory(ctx, c.P, r.CollectionID, r.Revision)
 			}),
-		{Name: SchemaList, Method: "GET", Path: "/v0/schemas", Plane: Public, Function: FnMailbox, Stream: true},
-		{Name: SchemaGet, Method: "GET", Path: "/v0/schemas/{name}", Plane: Public, Function: FnMailbox, Stream: true},
+		{Name: SchemaList, Method: "GET", Path: "/v0/schemas", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "The published JSON Schemas"},
+		{Name: SchemaGet, Method: "GET", Path: "/v0/schemas/{name}", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "One published JSON Schema"},
+		{Name: OpenAPI, Method: "GET", Path: "/v0/openapi.json", Plane: Public, Function: FnMailbox, Stream: true,
+			Summary: "This API's OpenAPI 3.1 description"},
 	}
 }
 
@@ -195,21 +200,21 @@ func subscriptionOps() []*Op {
 	scopes := []domain.Scope{domain.ScopeSubscriptionManage}
 	return []*Op{
 		define(Op{Name: "subscription.list", Method: "GET", Path: "/v0/subscriptions", Plane: Data, Function: FnMailbox,
-			Scopes: scopes, Args: object(nil, nil), Response: "subscription.list.response",
+			Scopes: scopes, Args: object(nil, nil), Response: "subscription.list.response", Errors: []domain.Code{domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_subscriptions", Title: "List webhook subscriptions", ReadOnly: true,
 				Description: "Your webhook subscriptions with their state, expiry and delivery health (last success, last failure and reason, consecutive failures)." + unsupportedNote}},
 			func(ctx context.Context, c Call, _ *struct{}) (any, error) {
 				return c.Svc.ListSubscriptions(ctx, c.P)
 			}),
 		define(Op{Name: domain.OpSubscriptionUpsert, Method: "POST", Path: "/v0/subscriptions", Plane: Data, Function: FnMailbox,
-			Scopes: scopes, Request: "subscription.upsert.request", Response: "subscription.upsert.response", Submission: true,
+			Scopes: scopes, Request: "subscription.upsert.request", Response: "subscription.upsert.response", Submission: true, Errors: []domain.Code{domain.CodeUnsupported, domain.CodeWebhookVerification, domain.CodeForbiddenTarget},
 			Tool: &Tool{Name: "waypost_subscribe", Title: "Subscribe a webhook", OpenWorld: true,
 				Description: "Create or renew a webhook subscription for one of your consumers. The receiver must already hold delivery.secret (\"whsec_\" + base64 of 32 random bytes) and answer the signed verification challenge within 10 s, else WEBHOOK_VERIFICATION_FAILED; private or non-HTTPS targets are FORBIDDEN_TARGET. The same arguments with a new request_id renew the same subscription before refresh_before. Events only announce new items: read the content with waypost_inbox." + unsupportedNote}},
 			func(ctx context.Context, c Call, r *domain.UpsertSubscriptionRequest) (any, error) {
 				return c.Svc.UpsertSubscription(ctx, c.P, *r)
 			}),
 		define(Op{Name: domain.OpSubscriptionStop, Method: "POST", Path: "/v0/subscriptions/{subscription_id}/stop", Plane: Data, Function: FnMailbox,
-			Scopes: scopes, Request: "subscription.stop.request", Response: "subscription.stop.response", Submission: true,
+			Scopes: scopes, Request: "subscription.stop.request", Response: "subscription.stop.response", Submission: true, Errors: []domain.Code{domain.CodeUnsupported},
 			Tool: &Tool{Name: "waypost_unsubscribe", Title: "Stop a webhook subscription",
 				Args:        object([]string{"subscription_id", "request_id"}, props{"subscription_id": idArg(), "request_id": requestIDArg()}),
 				Description: "Stop a webhook subscription; stopping a stopped one succeeds again. Future attempts stop; a request already in flight may still arrive." + unsupportedNote}},
@@ -243,7 +248,8 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.GetSpace(ctx, r.SpaceID)
 			}),
-		define(admin("admin.space.update", "PATCH", adminSpace, "admin.space.update.request", "admin.space.get.response"),
+		define(withMerge(admin("admin.space.update", "PATCH", adminSpace, "admin.space.update.request", "admin.space.get.response"),
+			"A JSON Merge Patch (RFC 7396) of the space's settings: members present change, absent members stay as they are, down to the members of rate_limits and quotas ({\"quotas\": {\"max_items\": 100}} keeps max_stored_bytes); null is refused (every setting has a value)."),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace
 				domain.UpdateSpaceRequest
@@ -282,7 +288,8 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.CreateConsumer(ctx, r.SpaceID, r.CreateConsumerRequest)
 			}),
-		define(admin("admin.consumer.update", "PATCH", adminSpace+"/consumers/{consumer_id}", "admin.consumer.update.request", "admin.consumer.response"),
+		define(withMerge(admin("admin.consumer.update", "PATCH", adminSpace+"/consumers/{consumer_id}", "admin.consumer.update.request", "admin.consumer.response"),
+			"A JSON Merge Patch (RFC 7396) at the top level: view and filter each change only when present, and the other stays as it is. filter, when present, is the consumer's whole new filter (a member it omits is no restriction): its members are not merged one by one (docs/decisions.md). null is refused."),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace
 				ConsumerID string `json:"-" path:"consumer_id"`
@@ -364,7 +371,11 @@ func adminOps() []*Op {
 			}) (any, error) {
 				return c.Svc.RevokeOAuthClient(ctx, r.ClientID)
 			}),
-		define(admin("admin.delivery.redeliver", "POST", adminSpace+"/deliveries/{delivery_id}/redeliver", "admin.empty.request", "admin.delivery.response"),
+		{Name: "admin.backup", Method: "POST", Path: "/admin/v0/backup", Plane: Admin, Function: FnAdmin, Embedded: true,
+			Request: "admin.backup.request", Response: "admin.backup.response",
+			Summary: "Back up the instance online into a directory (waypost serve only: on AWS, PITR and S3 versioning)"},
+		define(withErrors(admin("admin.delivery.redeliver", "POST", adminSpace+"/deliveries/{delivery_id}/redeliver", "admin.empty.request", "admin.delivery.response"),
+			domain.CodeUnsupported),
 			func(ctx context.Context, c Call, r *struct {
 				inSpace
 				DeliveryID string `json:"-" path:"delivery_id"`
@@ -385,6 +396,10 @@ type change struct {
 }
 
 func withArgs(op Op, args string) Op { op.Args = args; return op }
+
+func withMerge(op Op, merge string) Op { op.Merge = merge; return op }
+
+func withErrors(op Op, codes ...domain.Code) Op { op.Errors = codes; return op }
 
 // spaceArgs is the parameter schema of a control-plane GET: space_id from the path, and more.
 func spaceArgs(more props) string {

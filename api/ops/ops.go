@@ -106,12 +106,33 @@ type Op struct {
 	// Stream marks an operation whose HTTP answer is not (only) the JSON envelope — bytes, a redirect, another
 	// format: the HTTP transport serves it with a handler of its own (named by Name).
 	Stream bool
+	// Embedded marks an operation that only the embedded deployment serves, with a handler package server
+	// mounts (admin.backup): api/httpapi does not route it and the AWS route table leaves it out.
+	Embedded bool
+	// Merge says how a PATCH body merges into what it changes (the OpenAPI document's request description).
+	Merge string
+	// Summary names the operation in the OpenAPI document where it has no tool title.
+	Summary string
+	// Errors are the error codes of the operation beyond those every route of its kind can answer with
+	// (api/openapi.ErrorCodes): the OpenAPI document lists them, and the test clients check every answer
+	// against it.
+	Errors []domain.Code
+	// Query are the query parameters the HTTP form reads beyond Args (a Stream operation's own).
+	Query []QueryParam
+	// Examples are named example request bodies (JSON) for the OpenAPI document.
+	Examples map[string]string
 
 	newReq func() reflect.Value
 	run    func(ctx context.Context, c Call, req any) (any, error)
 	fields map[string]field // json member name → field of the request type
 	paths  []field          // fields taken from the HTTP path after the body is decoded
 	echoes bool             // the body carries a request_id the envelope echoes
+}
+
+// QueryParam is a query parameter of an operation's HTTP form, with its JSON Schema.
+type QueryParam struct {
+	Name, Description string
+	Schema            map[string]any
 }
 
 // field is one member of a request type.

@@ -30,8 +30,14 @@ func TestDescriptorsAreComplete(t *testing.T) {
 				t.Errorf("%s: no schema %q", o.Name, name)
 			}
 		}
-		if !o.Served() && !o.Stream {
+		if !o.Served() && !o.Stream && !o.Embedded {
 			t.Errorf("%s: neither a domain call nor a handler of its own", o.Name)
+		}
+		if (o.Method == "PATCH") != (o.Merge != "") {
+			t.Errorf("%s: a PATCH says how its body merges (Merge), and only a PATCH", o.Name)
+		}
+		if o.Embedded && (o.Served() || o.Stream || o.Tool != nil) {
+			t.Errorf("%s: an embedded-only operation has a call, a stream handler or a tool of its own", o.Name)
 		}
 		if o.Served() && o.Request == "" && o.Args == "" {
 			t.Errorf("%s: a call without a request schema", o.Name)

@@ -309,19 +309,7 @@ usage; describe publishes them to the space's agents.`,
 				req.RateLimits = &limits
 			}
 			if f.Changed("max-bytes") || f.Changed("max-items") {
-				q := quotas
-				if !f.Changed("max-bytes") || !f.Changed("max-items") { // keep the other one as it is
-					cur, err := ad.GetSpace(ctx, in.args[0])
-					if err != nil {
-						return domain.SpaceResult{}, err
-					}
-					if cur.Quotas != nil && !f.Changed("max-bytes") {
-						q.MaxStoredBytes = cur.Quotas.MaxStoredBytes
-					}
-					if cur.Quotas != nil && !f.Changed("max-items") {
-						q.MaxItems = cur.Quotas.MaxItems
-					}
-				}
+				q := quotas // a merge patch: the member not given is absent (zero) and keeps its value
 				req.Quotas = &q
 			}
 			return ad.UpdateSpace(ctx, in.args[0], req)

@@ -31,6 +31,7 @@ func RunOperations(t *testing.T, nb NewBackend) {
 	t.Run("DeleteSpace_OutlivesUploadURLs", func(t *testing.T) { opDeleteOutlivesUploadURLs(t, nb) })
 	t.Run("DeleteSpace_UnderConcurrentWrites", func(t *testing.T) { opDeleteUnderWrites(t, nb) })
 	t.Run("Quotas_RefuseWithoutPublishing", func(t *testing.T) { opQuotas(t, nb) })
+	t.Run("UpdateSpace_MergesOneMember", func(t *testing.T) { opUpdateSpaceMerges(t, nb) })
 	t.Run("Send_RetryAnswersItsCommitAfterTheSpaceChanged", func(t *testing.T) { opSendRetryAfterChanges(t, nb) })
 	t.Run("OAuth_RecordsAndRevocation", func(t *testing.T) { opOAuthRecords(t, nb) })
 }
@@ -719,9 +720,45 @@ func opQuotas(t *testing.T, nb NewBackend) {
 		t.Errorf("stats usage %+v quotas %+v, want %+v", st.Usage, st.Quotas, u5)
 	}
 	// Bad quotas.
-	for _, q := range []domain.Quotas{{MaxStoredBytes: 0, MaxItems: 1}, {MaxStoredBytes: 1, MaxItems: -1}, {MaxStoredBytes: 1 << 51, MaxItems: 1}} {
+	for _, q := range []domain.Quotas{{MaxStoredBytes: -1}, {MaxStoredBytes: 1, MaxItems: -1}, {MaxStoredBytes: 1 << 51, MaxItems: 1}} {
 		_, err := e.Svc.UpdateSpace(e.ctx, sp, domain.UpdateSpaceRequest{Quotas: &q})
 		WantCode(t, fmt.Sprintf("quotas %+v", q), err, domain.CodeInvalidRequest)
+	}
+}
+
+// opUpdateSpaceMerges: UpdateSpace is a merge patch (RFC 7396) down to the members of quotas and
+// rate_limits: one member sets that member and keeps the other as it was, whether that was the default or
+// the owner's earlier setting, and the change is what the space reads afterwards.
+func opUpdateSpaceMerges(t *testing.T, nb NewBackend) {
+	e := newOpEnv(t, nb)
+	sp := e.Space().SpaceID
+	get := func() domain.SpaceResult { return mustDo[domain.SpaceResult](t, "GetSpace")(e.Svc.GetSpace(e.ctx, sp)) }
+	update := func(req domain.UpdateSpaceRequest) domain.SpaceResult {
+		t.Helper()
+		res := mustDo[domain.SpaceResult](t, "UpdateSpace")(e.Svc.UpdateSpace(e.ctx, sp, req))
+		if g := get(); *g.Quotas != *res.Quotas || *g.RateLimits != *res.RateLimits {
+			t.Fatalf("UpdateSpace answered %+v %+v, GetSpace reads %+v %+v", *res.Quotas, *res.RateLimits, *g.Quotas, *g.RateLimits)
+		}
+		return res
+	}
+	def := domain.DefaultQuotas()
+	res := update(domain.UpdateSpaceRequest{Quotas: &domain.Quotas{MaxItems: 100}})
+	if want := (domain.Quotas{MaxStoredBytes: def.MaxStoredBytes, MaxItems: 100}); *res.Quotas != want {
+		t.Fatalf("quotas after max_items alone: %+v, want %+v", *res.Quotas, want)
+	}
+	res = update(domain.UpdateSpaceRequest{Quotas: &domain.Quotas{MaxStoredBytes: 5000}})
+	if want := (domain.Quotas{MaxStoredBytes: 5000, MaxItems: 100}); *res.Quotas != want {
+		t.Fatalf("quotas after max_stored_bytes alone: %+v, want %+v", *res.Quotas, want)
+	}
+	if *res.RateLimits != domain.DefaultRateLimits() {
+		t.Fatalf("rate limits changed by a quotas patch: %+v", *res.RateLimits)
+	}
+	res = update(domain.UpdateSpaceRequest{RateLimits: &domain.RateLimits{Burst: 7}})
+	if want := (domain.RateLimits{RequestsPerSecond: domain.DefaultRequestsPerSecond, Burst: 7}); *res.RateLimits != want {
+		t.Fatalf("rate limits after burst alone: %+v, want %+v", *res.RateLimits, want)
+	}
+	if want := (domain.Quotas{MaxStoredBytes: 5000, MaxItems: 100}); *res.Quotas != want {
+		t.Fatalf("quotas changed by a rate-limits patch: %+v, want %+v", *res.Quotas, want)
 	}
 }
 

@@ -67,7 +67,7 @@ func TestRateLimitsSetByTheOwner(t *testing.T) {
 	if g, err := f.Svc.GetSpace(ctx, sp.SpaceID); err != nil || *g.RateLimits != domain.DefaultRateLimits() {
 		t.Fatalf("space: %+v %v", g.RateLimits, err)
 	}
-	for _, bad := range []domain.RateLimits{{RequestsPerSecond: 0, Burst: 1}, {RequestsPerSecond: 1, Burst: 0},
+	for _, bad := range []domain.RateLimits{{RequestsPerSecond: -1, Burst: 0}, {RequestsPerSecond: 0, Burst: -1},
 		{RequestsPerSecond: domain.MaxRequestsPerSecond + 1, Burst: 1}, {RequestsPerSecond: 1, Burst: domain.MaxBurst + 1}, {RequestsPerSecond: -1, Burst: 5}} {
 		l := bad
 		if _, err := f.Svc.UpdateSpace(ctx, sp.SpaceID, domain.UpdateSpaceRequest{RateLimits: &l}); domain.CodeOf(err) != domain.CodeInvalidRequest {
