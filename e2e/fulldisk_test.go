@@ -19,9 +19,9 @@ import (
 )
 
 // startOnFullVolume runs `waypost serve` on dir and watches it for up to 30 s: it must either answer HTTP
-// or exit; it returns whether it listened, its exit error (nil while it runs) and its output. It fails the
-// test when the process is alive and deaf at the deadline. A process that listens is stopped.
-func startOnFullVolume(t *testing.T, dir string) (listened bool, exitErr error, out string) {
+// or exit; it returns whether it listened, its output and its exit error (nil when it listened). It fails
+// the test when the process is alive and deaf at the deadline. A process that listens is stopped.
+func startOnFullVolume(t *testing.T, dir string) (listened bool, out string, exitErr error) {
 	t.Helper()
 	addr, err := freeAddr()
 	if err != nil {
@@ -46,7 +46,7 @@ func startOnFullVolume(t *testing.T, dir string) (listened bool, exitErr error, 
 			if err == nil {
 				err = fmt.Errorf("exit status 0")
 			}
-			return false, err, output()
+			return false, output(), err
 		case <-deadline:
 			_ = cmd.Process.Kill()
 			<-done
@@ -57,7 +57,7 @@ func startOnFullVolume(t *testing.T, dir string) (listened bool, exitErr error, 
 			c.Close()
 			_ = cmd.Process.Signal(os.Interrupt)
 			<-done
-			return true, nil, output()
+			return true, output(), nil
 		}
 	}
 }
@@ -168,7 +168,7 @@ func TestFullVolumeRestart(t *testing.T) {
 	s.stop() // SIGTERM: a clean exit within 20 s, or the test fails
 
 	start := time.Now()
-	listened, exitErr, out := startOnFullVolume(t, data)
+	listened, out, exitErr := startOnFullVolume(t, data)
 	if listened {
 		t.Fatalf("listened on a full volume (the documented choice is to refuse): %s", out)
 	}
@@ -205,7 +205,7 @@ func TestFullVolumeRestart(t *testing.T) {
 	t.Logf("%d sends acknowledged in all, each read back once", len(acked))
 
 	tiny, _, _ := volumefs.Volume(t, 2<<20)
-	listened, exitErr, out = startOnFullVolume(t, filepath.Join(tiny, "data"))
+	listened, out, exitErr = startOnFullVolume(t, filepath.Join(tiny, "data"))
 	if listened || exitErr == nil || !strings.Contains(out, filepath.Join(tiny, "data", "items")) || !strings.Contains(out, "needs at least 3.0 MiB") {
 		t.Fatalf("start on a 2 MiB volume: listened %v, exit %v: %q", listened, exitErr, out)
 	}
