@@ -84,7 +84,9 @@ func TestKilledMidLoad(t *testing.T) {
 		acked := map[uint64]string{}
 		sc := bufio.NewScanner(out)
 		killAt := []int{200, 2000, 20000}[round] // the last rounds run through memtable flushes
-		deadline := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+		// A bound against a child that hangs, not a speed limit: round 2 needs 20,000 fsynced acks, which a
+		// loaded machine under the race detector takes well over a minute to give.
+		deadline := time.AfterFunc(4*time.Minute, func() { _ = cmd.Process.Kill() })
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
 			if len(f) == 3 && f[0] == "ack" {
