@@ -35,25 +35,39 @@ type TokenList struct {
 
 // ListSpaces lists the deployment's spaces that are not deleted, oldest ID first.
 func (s *Service) ListSpaces(ctx context.Context) (SpaceList, error) {
-	out := SpaceList{Spaces: []SpaceResult{}}
-	for items, err := range s.pages(ctx, port.Query{PK: pkSpaces, Limit: 200}) {
+	spaces, err := listIndexed(ctx, s, pkSpaces, keySpace, func(sp Space) bool { return sp.State != SpaceDeleted })
+	if err != nil {
+		return SpaceList{}, fmt.Errorf("listing spaces: %w", err)
+	}
+	out := SpaceList{Spaces: make([]SpaceResult, len(spaces))}
+	for i, sp := range spaces {
+		out.Spaces[i] = s.spaceResult(sp)
+	}
+	return out, nil
+}
+
+// listIndexed reads the records an index partition names (each entry's sort key is a record's ID, key its
+// record's key), in index order, those keep accepts, at most listMax.
+func listIndexed[T any](ctx context.Context, s *Service, index string, key func(id string) port.Key, keep func(T) bool) ([]T, error) {
+	out := []T{}
+	for items, err := range s.pages(ctx, port.Query{PK: index, Limit: 200}) {
 		if err != nil {
-			return SpaceList{}, fmt.Errorf("listing spaces: %w", err)
+			return nil, err
 		}
 		keys := make([]port.Key, len(items))
 		for i, it := range items {
-			keys[i] = keySpace(it.Key.SK)
+			keys[i] = key(it.Key.SK)
 		}
-		spaces, found, err := getRecords[Space](ctx, s.store, keys)
+		recs, found, err := getRecords[T](ctx, s.store, keys)
 		if err != nil {
-			return SpaceList{}, err
+			return nil, err
 		}
-		for i, sp := range spaces {
-			if found[i] && sp.State != SpaceDeleted {
-				out.Spaces = append(out.Spaces, s.spaceResult(sp))
+		for i, r := range recs {
+			if found[i] && keep(r) {
+				out = append(out, r)
 			}
 		}
-		if len(out.Spaces) >= listMax {
+		if len(out) >= listMax {
 			break
 		}
 	}

@@ -140,30 +140,14 @@ func (s *Service) GetOAuthClient(ctx context.Context, clientID string) (c OAuthC
 
 // ListOAuthClients lists the registered clients (without secret hashes), oldest ID first.
 func (s *Service) ListOAuthClients(ctx context.Context) (OAuthClientList, error) {
-	out := OAuthClientList{Clients: []OAuthClient{}}
-	for items, err := range s.pages(ctx, port.Query{PK: pkOAuthClients, Limit: 200}) {
-		if err != nil {
-			return OAuthClientList{}, fmt.Errorf("listing oauth clients: %w", err)
-		}
-		keys := make([]port.Key, len(items))
-		for i, it := range items {
-			keys[i] = keyOAuthClient(it.Key.SK)
-		}
-		clients, found, err := getRecords[OAuthClient](ctx, s.store, keys)
-		if err != nil {
-			return OAuthClientList{}, err
-		}
-		for i, c := range clients {
-			if found[i] {
-				c.SecretHash = ""
-				out.Clients = append(out.Clients, c)
-			}
-		}
-		if len(out.Clients) >= listMax {
-			break
-		}
+	clients, err := listIndexed(ctx, s, pkOAuthClients, keyOAuthClient, func(OAuthClient) bool { return true })
+	if err != nil {
+		return OAuthClientList{}, fmt.Errorf("listing oauth clients: %w", err)
 	}
-	return out, nil
+	for i := range clients {
+		clients[i].SecretHash = ""
+	}
+	return OAuthClientList{Clients: clients}, nil
 }
 
 // RevokeOAuthClient revokes a client: it can no longer authorize, redeem a code or refresh, and every token
