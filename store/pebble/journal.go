@@ -443,8 +443,9 @@ func (j *journal) broken(err error) error {
 // whole one whose group was answered with the failure — are overwritten with zeros and synced, so that no
 // replay can ever apply them; the segment is then sealed (the flusher recycles it once the memtable is
 // flushed), and the next record opens a new segment. A segment file left without records by a failed open
-// is removed. A repair that fails leaves the journal broken, to be repaired again.
-func (j *journal) repair() error {
+// is removed. A repair that fails leaves the journal broken, to be repaired again. repaired, when not nil,
+// runs once the repair is durable, before the flusher is woken (a test seam: Store.afterRepair).
+func (j *journal) repair(repaired func()) error {
 	if j.f != nil {
 		if j.off > j.good {
 			zeros := make([]byte, j.off-j.good)
@@ -473,6 +474,11 @@ func (j *journal) repair() error {
 		return fmt.Errorf("journal: repair: %w", mapErr(err))
 	}
 	j.werr = nil
+	if repaired != nil {
+		// Before the flusher is woken: the files as a crash right after the repair would leave them
+		// (the flusher then recycles the sealed segment, concurrently with anything the hook does).
+		repaired()
+	}
 	j.wake()
 	return nil
 }
