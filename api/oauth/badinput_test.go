@@ -23,6 +23,18 @@ func TestBadInputGetsItsErrorAndNoToken(t *testing.T) {
 		return url.Values{"grant_type": {"authorization_code"}, "client_id": {client}, "code": {code}, "redirect_uri": {redirect},
 			"code_verifier": {pk.Verifier}}
 	}
+	// exchangeRefused gets a fresh code, changes its token request with change, and checks that the exchange
+	// is refused with want and issues no token.
+	exchangeRefused := func(t *testing.T, change func(f url.Values, pk oauthtest.PKCE), want string) {
+		t.Helper()
+		pk := oauthtest.NewPKCE()
+		f := codeForm(h.code(client, pk), pk)
+		change(f, pk)
+		n := h.tokens()
+		if st, body := token(f); st != http.StatusBadRequest || body["error"] != want || h.tokens() != n {
+			t.Fatalf("want %s and no token: %d %v, tokens %d → %d", want, st, body, n, h.tokens())
+		}
+	}
 	// redirected checks an authorization refused back to the client: error, state and iss (RFC 9207).
 	redirected := func(t *testing.T, p oauthtest.Page, want string) {
 		t.Helper()
@@ -72,13 +84,7 @@ func TestBadInputGetsItsErrorAndNoToken(t *testing.T) {
 			}
 		}},
 		{"wrong code_verifier", func(t *testing.T) {
-			pk := oauthtest.NewPKCE()
-			code := h.code(client, pk)
-			n := h.tokens()
-			if st, body := token(codeForm(code, oauthtest.NewPKCE())); st != http.StatusBadRequest || body["error"] != "invalid_grant" || h.tokens() != n {
-				t.Fatalf("wrong verifier: %d %v", st, body)
-			}
-			// the code was not used up by the failed attempt's side effects: no token either way
+			exchangeRefused(t, func(f url.Values, _ oauthtest.PKCE) { f.Set("code_verifier", oauthtest.NewPKCE().Verifier) }, "invalid_grant")
 		}},
 		{"missing code_verifier", func(t *testing.T) {
 			pk := oauthtest.NewPKCE()
@@ -98,14 +104,7 @@ func TestBadInputGetsItsErrorAndNoToken(t *testing.T) {
 			page(t, h.owner.Get("/authorize?"+q.Encode()), "invalid_request")
 		}},
 		{"redirect URI differs at the token endpoint", func(t *testing.T) {
-			pk := oauthtest.NewPKCE()
-			code := h.code(client, pk)
-			n := h.tokens()
-			f := codeForm(code, pk)
-			f.Set("redirect_uri", "http://127.0.0.1:9/other")
-			if st, body := token(f); st != http.StatusBadRequest || body["error"] != "invalid_grant" || h.tokens() != n {
-				t.Fatalf("redirect mismatch: %d %v", st, body)
-			}
+			exchangeRefused(t, func(f url.Values, _ oauthtest.PKCE) { f.Set("redirect_uri", "http://127.0.0.1:9/other") }, "invalid_grant")
 		}},
 		{"plain PKCE", func(t *testing.T) {
 			q := h.authQuery(client, oauthtest.NewPKCE())

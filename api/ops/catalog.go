@@ -342,23 +342,17 @@ func adminOps() []*Op {
 			func(ctx context.Context, c Call, _ *struct{}) (any, error) {
 				return c.Svc.ListSpaces(ctx)
 			}),
-		define(withArgs(admin("admin.actor.list", "GET", adminSpace+"/actors", "", "admin.actor.list.response"), spaceArgs(nil)),
-			func(ctx context.Context, c Call, r *struct {
-				SpaceID string `json:"space_id"`
-			}) (any, error) {
-				return c.Svc.ListActors(ctx, r.SpaceID)
+		spaceList("admin.actor.list", "/actors", "admin.actor.list.response",
+			func(ctx context.Context, svc *domain.Service, space string) (any, error) {
+				return svc.ListActors(ctx, space)
 			}),
-		define(withArgs(admin("admin.consumer.list", "GET", adminSpace+"/consumers", "", "admin.consumer.list.response"), spaceArgs(nil)),
-			func(ctx context.Context, c Call, r *struct {
-				SpaceID string `json:"space_id"`
-			}) (any, error) {
-				return c.Svc.ListConsumers(ctx, r.SpaceID)
+		spaceList("admin.consumer.list", "/consumers", "admin.consumer.list.response",
+			func(ctx context.Context, svc *domain.Service, space string) (any, error) {
+				return svc.ListConsumers(ctx, space)
 			}),
-		define(withArgs(admin("admin.token.list", "GET", adminSpace+"/tokens", "", "admin.token.list.response"), spaceArgs(nil)),
-			func(ctx context.Context, c Call, r *struct {
-				SpaceID string `json:"space_id"`
-			}) (any, error) {
-				return c.Svc.ListTokens(ctx, r.SpaceID)
+		spaceList("admin.token.list", "/tokens", "admin.token.list.response",
+			func(ctx context.Context, svc *domain.Service, space string) (any, error) {
+				return svc.ListTokens(ctx, space)
 			}),
 		define(withArgs(admin("admin.oauth.client.list", "GET", "/admin/v0/oauth/clients", "", "admin.oauth.client.list.response"), object(nil, nil)),
 			func(ctx context.Context, c Call, _ *struct{}) (any, error) {
@@ -396,6 +390,18 @@ type change struct {
 }
 
 func withArgs(op Op, args string) Op { op.Args = args; return op }
+
+// spaceList defines a control-plane GET of one kind of a space's records (GET /admin/v0/spaces/{space_id}
+// + suffix), which takes nothing but the space.
+func spaceList(name, suffix, response string, list func(ctx context.Context, svc *domain.Service, space string) (any, error)) *Op {
+	return define(withArgs(Op{Name: name, Method: "GET", Path: adminSpace + suffix, Plane: Admin, Function: FnAdmin, Response: response},
+		spaceArgs(nil)),
+		func(ctx context.Context, c Call, r *struct {
+			SpaceID string `json:"space_id"`
+		}) (any, error) {
+			return list(ctx, c.Svc, r.SpaceID)
+		})
+}
 
 func withMerge(op Op, merge string) Op { op.Merge = merge; return op }
 
