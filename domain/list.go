@@ -74,13 +74,19 @@ func listIndexed[T any](ctx context.Context, s *Service, index string, key func(
 	return out, nil
 }
 
+// prefixQuery reads the items of partition pk whose sort keys start with prefix (IDs are ASCII, so every
+// such key sorts below prefix + 0xff), 200 a page.
+func prefixQuery(pk, prefix string) port.Query {
+	return port.Query{PK: pk, After: prefix, UpTo: prefix + "\xff", Limit: 200}
+}
+
 // listInSpace decodes the records of one kind (sort-key prefix) of a live space.
 func listInSpace[T any](ctx context.Context, s *Service, spaceID, prefix string, each func(T)) error {
 	if _, err := s.liveSpace(ctx, spaceID); err != nil {
 		return err
 	}
 	n := 0
-	for items, err := range s.pages(ctx, port.Query{PK: keySpace(spaceID).PK, After: prefix, UpTo: prefix + "\xff", Limit: 200}) {
+	for items, err := range s.pages(ctx, prefixQuery(keySpace(spaceID).PK, prefix)) {
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", prefix, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // The records of the OAuth authorization server (api/oauth), kept through the item store port so that both
@@ -154,11 +155,14 @@ func (s *Service) ListOAuthClients(ctx context.Context) (OAuthClientList, error)
 // issued to it is revoked (each through RevokeToken, so a submission in flight with one cannot commit).
 // Idempotent.
 func (s *Service) RevokeOAuthClient(ctx context.Context, clientID string) (OAuthClient, error) {
+	if !ValidID(clientID) {
+		return OAuthClient{}, Errorf(CodeNotFound, "no such oauth client").WithDetails("client_id", echo.Clip(clientID))
+	}
 	c, it, found, err := getRecord[OAuthClient](ctx, s.store, keyOAuthClient(clientID))
 	if err != nil {
 		return OAuthClient{}, err
 	}
-	if !found || !ValidID(clientID) {
+	if !found {
 		return OAuthClient{}, Errorf(CodeNotFound, "no such oauth client").WithDetails("client_id", clientID)
 	}
 	if !c.Revoked {
@@ -169,7 +173,7 @@ func (s *Service) RevokeOAuthClient(ctx context.Context, clientID string) (OAuth
 	}
 	// The client is marked first: a token issued from now on fails its condition on the client's state, so
 	// the grants read below are all the grants there will be.
-	for items, err := range s.pages(ctx, port.Query{PK: keyOAuthClient(clientID).PK, After: "G#", UpTo: "G#\xff", Limit: 200}) {
+	for items, err := range s.pages(ctx, prefixQuery(keyOAuthClient(clientID).PK, "G#")) {
 		if err != nil {
 			return OAuthClient{}, fmt.Errorf("listing the grants of an oauth client: %w", err)
 		}
@@ -242,7 +246,7 @@ func (s *Service) IssueOAuthToken(ctx context.Context, spec OAuthTokenSpec) (Tok
 // RevokeOAuthGrant revokes every token issued under a grant (idempotent). The grant's protocol sessions are
 // api/oauth's to delete (DeleteOAuthGrantSessions).
 func (s *Service) RevokeOAuthGrant(ctx context.Context, grantID string) error {
-	for items, err := range s.pages(ctx, port.Query{PK: "OG#" + grantID, After: "T#", UpTo: "T#\xff", Limit: 200}) {
+	for items, err := range s.pages(ctx, prefixQuery("OG#"+grantID, "T#")) {
 		if err != nil {
 			return fmt.Errorf("listing the tokens of an oauth grant: %w", err)
 		}
@@ -310,7 +314,7 @@ func (s *Service) DeleteOAuthSession(ctx context.Context, kind, sig string) erro
 // DeleteOAuthGrantSessions deletes every session of the given kind issued under a grant (a refresh family
 // revoked on reuse).
 func (s *Service) DeleteOAuthGrantSessions(ctx context.Context, grantID, kind string) error {
-	for items, err := range s.pages(ctx, port.Query{PK: "OG#" + grantID, After: kind + "#", UpTo: kind + "#\xff", Limit: 200}) {
+	for items, err := range s.pages(ctx, prefixQuery("OG#"+grantID, kind+"#")) {
 		if err != nil {
 			return fmt.Errorf("listing the %s sessions of an oauth grant: %w", kind, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ import (
 // in with the admin secret, picking the actor and consumer); the host then lists the tools, sends, reads
 // its inbox and acknowledges with the issued token, refreshes, and is refused once the owner revoked it.
 func TestOAuthHostThroughConsentPage(t *testing.T) {
-	node, dir := mcpTSClient(t)
+	node, dir := interopDir(t, "mcp-ts", "@modelcontextprotocol/sdk/package.json")
 	s := startServer(t)
 	a := newSpace(t, s, "oauth")
 	agent := a.participant(t, "agent A")
@@ -108,8 +107,7 @@ func TestOAuthHostThroughConsentPage(t *testing.T) {
 	if !strings.Contains(clientName, "Waypost interop host") || redirectHost != cb.Host {
 		t.Fatalf("the consent page shows client %q redirecting to %q, want the SDK's client and %s", clientName, redirectHost, cb.Host)
 	}
-	shot := screenshotter(t, b)
-	shot("oauth-consent.png")
+	screenshot(t, b, "oauth-consent", "main")
 	if err := chromedp.Run(step, chromedp.Click("#approve", chromedp.ByID), chromedp.WaitVisible("#done", chromedp.ByID)); err != nil {
 		t.Fatalf("approving: %v", err)
 	}
@@ -150,11 +148,13 @@ func TestOAuthHostThroughConsentPage(t *testing.T) {
 		t.Fatalf("the retry through the CLI token made message %s, the OAuth send %v: want one message", retry.ResourceID, sentData["resource_id"])
 	}
 	// The owner sees which client holds which token, and revokes the client with the CLI.
-	list := runCLI(t, s, "admin", "token", "list", "--space", a.space.SpaceID)
-	if !strings.Contains(list, registered) || !strings.Contains(list, "OAUTH_CLIENT") {
-		t.Fatalf("waypost admin token list does not name the OAuth client %s:\n%s", registered, list)
+	list, errOut, err := waypost("admin", "token", "list", "--url", s.base, "--space", a.space.SpaceID)
+	if err != nil || !strings.Contains(list, registered) || !strings.Contains(list, "OAUTH_CLIENT") {
+		t.Fatalf("waypost admin token list does not name the OAuth client %s (%v):\n%s%s", registered, err, list, errOut)
 	}
-	runCLI(t, s, "admin", "oauth", "revoke", registered)
+	if out, errOut, err := waypost("admin", "oauth", "revoke", registered, "--url", s.base); err != nil {
+		t.Fatalf("waypost admin oauth revoke: %v\n%s%s", err, out, errOut)
+	}
 	if _, err := io.WriteString(stdin, "revoked\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -167,60 +167,4 @@ func TestOAuthHostThroughConsentPage(t *testing.T) {
 	}
 	// The CLI token of the same actor is untouched.
 	ok[map[string]any](t, s, request{Method: "GET", Path: "/v0/describe", Token: person.token})
-}
-
-// mcpTSClient returns node and the folder of the official TypeScript MCP client (interop/mcp-ts), failing
-// where WAYPOST_REQUIRE_INTEROP is set and they are missing, skipping otherwise.
-func mcpTSClient(t *testing.T) (node, dir string) {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir = filepath.Join(root, "interop", "mcp-ts")
-	node, err = exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil || statErr != nil {
-		if os.Getenv("WAYPOST_REQUIRE_INTEROP") != "" {
-			t.Fatalf("node or interop/mcp-ts/node_modules missing (run: npm ci --prefix interop/mcp-ts)")
-		}
-		t.Skip("node or interop/mcp-ts/node_modules missing; scripts/test installs them")
-	}
-	return node, dir
-}
-
-// runCLI runs the waypost binary against s with the admin secret and returns its output.
-func runCLI(t *testing.T, s *server, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(os.Environ(), "WAYPOST_URL="+s.base, "WAYPOST_ADMIN_SECRET="+adminSecret)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("waypost %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// screenshotter returns a function that saves the browser's page as docs/screenshots/NAME when
-// WAYPOST_UPDATE_SCREENSHOTS is set (and does nothing otherwise).
-func screenshotter(t *testing.T, b *browsertest.Browser) func(name string) {
-	return func(name string) {
-		if os.Getenv("WAYPOST_UPDATE_SCREENSHOTS") == "" {
-			return
-		}
-		root, err := moduleRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var png []byte
-		if err := chromedp.Run(b.Ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		path := filepath.Join(root, "docs", "screenshots", name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -57,21 +57,22 @@ type nodeReceiver struct {
 	changed chan struct{}
 }
 
-// interopDir finds node and interop/webhooks-js with its node_modules; like the other interop tests it
-// skips when they are missing, unless WAYPOST_REQUIRE_INTEROP is set (scripts/test sets it), where it fails.
-func interopDir(t *testing.T) (node, dir string) {
+// interopDir finds node and interop/<folder> with its node_modules (marker: a path under node_modules that
+// its npm ci installs); like the other interop tests it skips when they are missing, unless
+// WAYPOST_REQUIRE_INTEROP is set (scripts/test sets it), where it fails.
+func interopDir(t *testing.T, folder, marker string) (node, dir string) {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir = filepath.Join(root, "interop", "webhooks-js")
+	dir = filepath.Join(root, "interop", folder)
 	node, lookErr := exec.LookPath("node")
-	if _, statErr := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); lookErr != nil || statErr != nil {
+	if _, statErr := os.Stat(filepath.Join(dir, "node_modules", marker)); lookErr != nil || statErr != nil {
 		if os.Getenv("WAYPOST_REQUIRE_INTEROP") != "" {
-			t.Fatalf("node or interop/webhooks-js/node_modules missing (run: npm ci --prefix interop/webhooks-js)")
+			t.Fatalf("node or interop/%s/node_modules missing (run: npm ci --prefix interop/%s)", folder, folder)
 		}
-		t.Skip("node or interop/webhooks-js/node_modules missing; run npm ci --prefix interop/webhooks-js (WAYPOST_REQUIRE_INTEROP=1 makes this a failure)")
+		t.Skipf("node or interop/%s/node_modules missing; run npm ci --prefix interop/%s (WAYPOST_REQUIRE_INTEROP=1 makes this a failure)", folder, folder)
 	}
 	return node, dir
 }
@@ -79,7 +80,7 @@ func interopDir(t *testing.T) (node, dir string) {
 // startReceiver starts receiver.mjs knowing the given secrets; it is stopped when the test ends.
 func startReceiver(t *testing.T, secrets ...string) *nodeReceiver {
 	t.Helper()
-	node, dir := interopDir(t)
+	node, dir := interopDir(t, "webhooks-js", "standardwebhooks/package.json")
 	args := []string{"receiver.mjs"}
 	for _, s := range secrets {
 		args = append(args, "--secret", s)

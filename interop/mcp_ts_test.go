@@ -23,14 +23,7 @@ import (
 // outputSchema, the script checks that every result's text content is the same JSON, and every structured
 // result is checked against the project's schemas here.
 func TestTypeScriptMCPClient(t *testing.T) {
-	dir, _ := filepath.Abs("mcp-ts")
-	node, err := exec.LookPath("node")
-	if err != nil || !exists(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")) {
-		if os.Getenv("WAYPOST_REQUIRE_INTEROP") != "" {
-			t.Fatalf("node or interop/mcp-ts/node_modules missing (run: npm ci --prefix interop/mcp-ts)")
-		}
-		t.Skip("node or interop/mcp-ts/node_modules missing; scripts/test installs them (npm ci --prefix interop/mcp-ts)")
-	}
+	node, dir := nodeTools(t, "mcp-ts", "@modelcontextprotocol/sdk")
 	srv, url := servertest.Start(t)
 	ctx := context.Background()
 	w := apitest.NewWorld(t, srv.Service())
@@ -96,3 +89,23 @@ func TestTypeScriptMCPClient(t *testing.T) {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// nodeTools returns node and the absolute path of interop/<folder>, whose node_modules scripts/test installs
+// (npm ci --prefix interop/<folder>) with the given packages; without them the test fails under
+// WAYPOST_REQUIRE_INTEROP and skips otherwise.
+func nodeTools(t *testing.T, folder string, packages ...string) (node, dir string) {
+	t.Helper()
+	dir, _ = filepath.Abs(folder)
+	node, err := exec.LookPath("node")
+	missing := err != nil
+	for _, p := range packages {
+		missing = missing || !exists(filepath.Join(dir, "node_modules", p))
+	}
+	if missing {
+		if os.Getenv("WAYPOST_REQUIRE_INTEROP") != "" {
+			t.Fatalf("node or interop/%s/node_modules missing (run: npm ci --prefix interop/%s)", folder, folder)
+		}
+		t.Skipf("node or interop/%s/node_modules missing; scripts/test installs them (npm ci --prefix interop/%s)", folder, folder)
+	}
+	return node, dir
+}

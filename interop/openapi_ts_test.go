@@ -18,22 +18,6 @@ import (
 	"github.com/waypost/waypost/server/servertest"
 )
 
-// openAPITools returns node and the absolute path of interop/openapi-ts, whose node_modules scripts/test
-// installs (npm ci --prefix interop/openapi-ts); without them the test fails under WAYPOST_REQUIRE_INTEROP
-// and skips otherwise.
-func openAPITools(t *testing.T) (node, dir string) {
-	t.Helper()
-	dir, _ = filepath.Abs("openapi-ts")
-	node, err := exec.LookPath("node")
-	if err != nil || !exists(filepath.Join(dir, "node_modules", "@redocly", "cli")) || !exists(filepath.Join(dir, "node_modules", "openapi-fetch")) {
-		if os.Getenv("WAYPOST_REQUIRE_INTEROP") != "" {
-			t.Fatalf("node or interop/openapi-ts/node_modules missing (run: npm ci --prefix interop/openapi-ts)")
-		}
-		t.Skip("node or interop/openapi-ts/node_modules missing; scripts/test installs them (npm ci --prefix interop/openapi-ts)")
-	}
-	return node, dir
-}
-
 // servedDocument fetches GET /v0/openapi.json (no credential) into dir/openapi.json.
 func servedDocument(t *testing.T, url, dir string) string {
 	t.Helper()
@@ -71,7 +55,7 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, name strin
 // TestOpenAPILint: the document GET /v0/openapi.json serves lints clean with @redocly/cli (a third-party
 // linter from npm) under its recommended-strict rules: no error and no warning (interop/openapi-ts/redocly.yaml).
 func TestOpenAPILint(t *testing.T) {
-	node, dir := openAPITools(t)
+	node, dir := nodeTools(t, "openapi-ts", "@redocly/cli", "openapi-fetch")
 	_, url := servertest.Start(t)
 	doc := servedDocument(t, url, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -86,7 +70,7 @@ func TestOpenAPILint(t *testing.T) {
 // loop — send, read, ack, reply, status — and a memory publish/read against the real embedded server. Every
 // answer it received is printed and checked here against the OpenAPI document too.
 func TestOpenAPITypeScriptClient(t *testing.T) {
-	node, dir := openAPITools(t)
+	node, dir := nodeTools(t, "openapi-ts", "@redocly/cli", "openapi-fetch")
 	srv, url := servertest.Start(t)
 	ctx := context.Background()
 	w := apitest.NewWorld(t, srv.Service())

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/waypost/waypost/domain"
-	"github.com/waypost/waypost/internal/syncbuf"
 	"github.com/waypost/waypost/internal/volumefs"
 	"github.com/waypost/waypost/server"
 )
@@ -70,30 +68,10 @@ type fdSent struct {
 // it refuses writes in a few WARN lines, not one per retry.
 func TestFullDiskHealsWithoutRestart(t *testing.T) {
 	dir, fsys, _ := volumefs.Volume(t, 16<<20)
-	logs := &syncbuf.Buffer{}
-	srv, err := server.Open(server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), AdminSecret: m1Admin,
-		ItemFS: fsys, RecoverEvery: 50 * time.Millisecond, MetricsAddr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		srv.Close()
-		if t.Failed() {
-			t.Logf("server logs:\n%.20000s", logs.String())
-		}
-	})
+	srv, logs := start(t, server.Config{DataDir: filepath.Join(dir, "data"), AdminSecret: m1Admin,
+		ItemFS: fsys, RecoverEvery: 50 * time.Millisecond, MetricsAddr: "127.0.0.1:0"})
 	base := "http://" + srv.Addr()
-	svc := srv.Service()
+	svc, ctx := srv.Service(), context.Background()
 	sp, err := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	if err != nil {
 		t.Fatal(err)

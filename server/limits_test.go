@@ -25,20 +25,12 @@ import (
 // close is observed.
 const tolerance = 5 * time.Second
 
-// served is a listening server with one space: actor A (every scope, consumer CA, token bound to it).
-type served struct {
-	srv  *server.Server
-	addr string
-	tok  string
-	con  string
-	logs *syncbuf.Buffer
-	p    *domain.Principal
-}
-
-func serve(t *testing.T, cfg server.Config) *served {
+// start opens a server on cfg (Addr: any free loopback port), listens and serves until the test ends; its
+// logs (JSON) are returned, and shown when the test failed.
+func start(t *testing.T, cfg server.Config) (*server.Server, *syncbuf.Buffer) {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
-	cfg.Addr, cfg.DataDir, cfg.NoSync = "127.0.0.1:0", t.TempDir(), true
+	cfg.Addr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	srv, err := server.Open(cfg)
 	if err != nil {
@@ -60,6 +52,24 @@ func serve(t *testing.T, cfg server.Config) *served {
 			t.Logf("server logs:\n%s", logs.String())
 		}
 	})
+	return srv, logs
+}
+
+// served is a listening server with one space: actor A (every scope, consumer CA, token bound to it).
+type served struct {
+	srv  *server.Server
+	addr string
+	tok  string
+	con  string
+	logs *syncbuf.Buffer
+	p    *domain.Principal
+}
+
+func serve(t *testing.T, cfg server.Config) *served {
+	t.Helper()
+	cfg.DataDir, cfg.NoSync = t.TempDir(), true
+	srv, logs := start(t, cfg)
+	ctx := context.Background()
 	svc := srv.Service()
 	sp, err := svc.CreateSpace(ctx, domain.CreateSpaceRequest{RequestID: "sp"})
 	if err != nil {

@@ -200,7 +200,7 @@ func (s *Server) bind(ctx context.Context, r *http.Request, ar fosite.AuthorizeR
 			}
 		}
 		if len(name) > 100 {
-			name = name[:100]
+			name = strings.ToValidUTF8(name[:100], "") // never a rune cut in two
 		}
 		a, err := s.svc.CreateActor(ctx, spaceID, domain.CreateActorRequest{RequestID: rid("actor"), DisplayName: name})
 		if err != nil {

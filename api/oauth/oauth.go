@@ -30,6 +30,7 @@ import (
 
 	"github.com/waypost/waypost/api/adminauth"
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // Default lifetimes.
@@ -123,7 +124,7 @@ func New(opts Options) (*Server, error) {
 		SendDebugMessagesToClients:     false,
 		MinParameterEntropy:            1, // any state a client sends; none at all is handled by authorize
 	}
-	st := &storage{svc: opts.Svc, hasher: cfg.GetSecretsHasher(context.Background())}
+	st := &storage{svc: opts.Svc}
 	strategy := &tokens{HMACSHAStrategy: compose.NewOAuth2HMACStrategy(cfg), svc: opts.Svc}
 	provider := compose.Compose(cfg, st, strategy,
 		compose.OAuth2AuthorizeExplicitFactory,
@@ -298,7 +299,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	// goes: a refusal here changes nothing.
 	if err := r.ParseForm(); err == nil {
 		if gt := r.PostForm.Get("grant_type"); gt != "" && gt != "authorization_code" && gt != "refresh_token" {
-			err := fosite.ErrUnsupportedGrantType.WithHintf("The grant type %q is not supported: use authorization_code or refresh_token.", clip(gt))
+			err := fosite.ErrUnsupportedGrantType.WithHintf("The grant type %q is not supported: use authorization_code or refresh_token.", echo.Clip(gt))
 			s.refused(ctx, "token", err)
 			s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(&Session{}), err)
 			return
@@ -306,7 +307,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		// RFC 8707: a resource named here must be this server's.
 		for _, v := range r.PostForm["resource"] {
 			if !slices.Contains(s.resources(r), v) {
-				err := errInvalidTarget().WithHintf("The resource %q is not served by this server.", clip(v))
+				err := errInvalidTarget().WithHintf("The resource %q is not served by this server.", echo.Clip(v))
 				s.refused(ctx, "token", err)
 				s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(&Session{}), err)
 				return

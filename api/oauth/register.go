@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/internal/echo"
 )
 
 // Registration bounds.
@@ -133,7 +134,7 @@ func validateRegistration(md registration) (domain.OAuthClient, *registrationErr
 	}
 	for _, g := range grants {
 		if g != "authorization_code" && g != "refresh_token" {
-			return domain.OAuthClient{}, badMetadata("grant_types may name authorization_code and refresh_token only, not %q", clip(g))
+			return domain.OAuthClient{}, badMetadata("grant_types may name authorization_code and refresh_token only, not %q", echo.Clip(g))
 		}
 	}
 	if !slices.Contains(grants, "authorization_code") {
@@ -151,7 +152,7 @@ func validateRegistration(md registration) (domain.OAuthClient, *registrationErr
 	}
 	for _, sc := range strings.Fields(md.Scope) {
 		if sc != offlineScope && !slices.Contains(scopeNames(), sc) {
-			return domain.OAuthClient{}, badMetadata("unknown scope %q", clip(sc))
+			return domain.OAuthClient{}, badMetadata("unknown scope %q", echo.Clip(sc))
 		}
 	}
 	for _, u := range []string{md.ClientURI, md.LogoURI} {
@@ -165,7 +166,7 @@ func validateRegistration(md registration) (domain.OAuthClient, *registrationErr
 	}
 	return domain.OAuthClient{ClientName: md.ClientName, RedirectURIs: md.RedirectURIs, GrantTypes: grants, ResponseTypes: responses,
 		Scope: md.Scope, TokenEndpointAuthMethod: method, ClientURI: md.ClientURI, LogoURI: md.LogoURI,
-		SoftwareID: clip(md.SoftwareID), SoftwareVersion: clip(md.SoftwareVersion)}, nil
+		SoftwareID: echo.Clip(md.SoftwareID), SoftwareVersion: echo.Clip(md.SoftwareVersion)}, nil
 }
 
 // checkRedirectURI returns why a redirect URI is refused ("" when it is fine): it must be absolute, without
@@ -195,14 +196,7 @@ func checkRedirectURI(raw string) string {
 	case strings.Contains(scheme, "."):
 		// a private-use scheme (reverse domain name) of a native app
 	default:
-		return fmt.Sprintf("the scheme %q is not allowed for a redirect URI", clip(scheme))
+		return fmt.Sprintf("the scheme %q is not allowed for a redirect URI", echo.Clip(scheme))
 	}
 	return ""
-}
-
-func clip(s string) string {
-	if len(s) > 100 {
-		return s[:100]
-	}
-	return s
 }

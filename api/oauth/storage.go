@@ -67,8 +67,7 @@ const offlineScope = "offline_access"
 // storage implements fosite's storage interfaces over the domain's OAuth records (the item store port), so
 // that the embedded and AWS deployments keep the same state the same way.
 type storage struct {
-	svc    *domain.Service
-	hasher fosite.Hasher
+	svc *domain.Service
 }
 
 var (

@@ -63,10 +63,7 @@ export class AdminSession {
   get secret() { return sessionStorage.getItem(ADMIN_KEY) || ""; }
   get signedIn() { return this.secret !== ""; }
   signIn(secret) { sessionStorage.setItem(ADMIN_KEY, secret); }
-  signOut() {
-    sessionStorage.removeItem(ADMIN_KEY);
-    for (const k of Object.keys(sessionStorage)) if (k.startsWith("waypost.console.")) sessionStorage.removeItem(k);
-  }
+  signOut() { sessionStorage.removeItem(ADMIN_KEY); }
 }
 
 /** pasteToken is the sign-in method that takes a token the owner issued (waypost admin token create). */
