@@ -235,7 +235,7 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 			data := encode(fi)
 			out = append(out,
 				port.Put(port.Item{Key: keyFeed(space, seq), Data: data}, port.NotExists()),
-				inboxEntryPut(space, pl.acked.ProducerID, seq, data))
+				s.inboxEntryPut(space, pl.acked.ProducerID, seq, data))
 			pub = append(pub, port.Published{SpaceID: space, VisibleSeq: seq, ItemID: fi.ItemID})
 			seq++
 		}

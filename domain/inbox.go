@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,12 +26,17 @@ type Page struct {
 	CheckpointCursor *string `json:"checkpoint_cursor"`
 }
 
-// inboxEntryPut writes the copy of feed item seq (its encoded data) in actor's inbox. It carries no
-// condition: every writer of an inbox entry puts the feed slot of the same seq, guarded by NotExists, in the
-// same transaction (port.Sequence), so the slot's condition already proves the entry absent, and the
-// embedded store does not read the key again to check it (one read less per recipient of a send and per
-// receipt of an ack). docs/decisions.md, "The inbox entry's condition".
-func inboxEntryPut(space, actor string, seq uint64, data []byte) port.Op {
+// inboxEntryPut writes feed item seq's entry in actor's inbox; data is the item, encoded. Where point reads
+// are cheap (port.PointReadCoster) the entry holds no data: the item is stored once, in the space feed's slot
+// of the same seq, which every writer of an inbox entry puts in the same transaction, and a read of the inbox
+// takes the item from there (merger.resolve). Otherwise it holds a copy, which reads take as it is. The
+// entry carries no condition: the slot's NotExists condition in the same transaction (port.Sequence) already
+// proves the entry absent, and the embedded store does not read the key again to check it (one read less per
+// recipient of a send and per receipt of an ack). docs/decisions.md, "The inbox entry".
+func (s *Service) inboxEntryPut(space, actor string, seq uint64, data []byte) port.Op {
+	if !s.inboxCopies {
+		data = nil
+	}
 	return port.Put(port.Item{Key: keyInbox(space, actor, seq), Data: data}, port.Cond{})
 }
 
@@ -249,7 +255,7 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 	if err != nil {
 		return Page{}, err
 	}
-	m := newMerger(s, pks, pos, head, min(limit+1, 200))
+	m := newMerger(s, fs.p.SpaceID, pks, pos, head, min(limit+1, 200))
 	budget := limit * scanBudgetFactor
 	scanned := pos
 	for ; budget > 0; budget-- {
@@ -285,9 +291,11 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 	return page, nil
 }
 
-// merger yields the items of several feed partitions in one ascending sequence, within (pos, head].
+// merger yields the items of several feed partitions of a space in one ascending sequence, within
+// (pos, head], each with its feed item's data (resolve).
 type merger struct {
 	s       *Service
+	space   string
 	streams []*feedStream
 	head    string
 	chunk   int
@@ -300,8 +308,8 @@ type feedStream struct {
 	done  bool
 }
 
-func newMerger(s *Service, pks []string, pos, head uint64, chunk int) *merger {
-	m := &merger{s: s, head: seqSK(head), chunk: chunk}
+func newMerger(s *Service, space string, pks []string, pos, head uint64, chunk int) *merger {
+	m := &merger{s: s, space: space, head: seqSK(head), chunk: chunk}
 	for _, pk := range pks {
 		m.streams = append(m.streams, &feedStream{pk: pk, after: seqSK(pos)})
 	}
@@ -314,6 +322,9 @@ func (m *merger) next(ctx context.Context) (port.Item, bool, error) {
 		if len(st.buf) == 0 && !st.done {
 			items, err := m.s.store.Query(ctx, port.Query{PK: st.pk, After: st.after, UpTo: m.head, Limit: m.chunk})
 			if err != nil {
+				return port.Item{}, false, err
+			}
+			if err := m.resolve(ctx, items); err != nil {
 				return port.Item{}, false, err
 			}
 			st.buf, st.done = items, len(items) < m.chunk
@@ -331,6 +342,41 @@ func (m *merger) next(ctx context.Context) (port.Item, bool, error) {
 	it := best.buf[0]
 	best.buf = best.buf[1:]
 	return it, true, nil
+}
+
+// errNoFeedSlot reports an inbox entry holding no copy whose feed slot is absent.
+var errNoFeedSlot = errors.New("no feed slot")
+
+// resolve gives every inbox entry among items that holds no copy (an item with neither data nor attributes:
+// inboxEntryPut) its feed item's data, read from the space feed's slots with one GetMany. A feed or
+// collection-feed item always has data, so it is left as it is, and so is an inbox entry holding a copy.
+func (m *merger) resolve(ctx context.Context, items []port.Item) error {
+	var keys []port.Key
+	var at []int
+	for i, it := range items {
+		if len(it.Data) > 0 || len(it.Attrs) > 0 {
+			continue
+		}
+		seq, err := parseSeqSK(it.SK)
+		if err != nil {
+			return fmt.Errorf("inbox entry %s: %w", it.Key, err)
+		}
+		keys, at = append(keys, keyFeed(m.space, seq)), append(at, i)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slots, found, err := m.s.store.GetMany(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("reading the feed slots of inbox entries: %w", err)
+	}
+	for n, i := range at {
+		if !found[n] {
+			return fmt.Errorf("inbox entry %s: %w %s", items[i].Key, errNoFeedSlot, keys[n])
+		}
+		items[i].Data = slots[n].Data
+	}
+	return nil
 }
 
 // checkpoint returns the stored checkpoint cursor of the consumer's current view and rights.

@@ -449,12 +449,12 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				if threadOp != nil {
 					ops = append(ops, *threadOp)
 				}
-				fiData := encode(fi) // the feed slot's and every inbox entry's data, encoded once
+				fiData := encode(fi) // the feed slot's data, and every inbox entry's where entries hold a copy
 				ops = append(ops,
 					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
 					port.Put(port.Item{Key: keyFeed(p.SpaceID, seq), Data: fiData}, port.NotExists()))
 				for _, r := range fixed.RecipientIDs {
-					ops = append(ops, inboxEntryPut(p.SpaceID, r, seq, fiData))
+					ops = append(ops, s.inboxEntryPut(p.SpaceID, r, seq, fiData))
 				}
 				for i, b := range n.AttachmentIDs {
 					if slices.Contains(n.AttachmentIDs[:i], b) {

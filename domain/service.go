@@ -84,6 +84,7 @@ type Service struct {
 	waitsPerSpace int
 	rates         *rateLimiter
 	expires       bool // the store deletes items past port.AttrExpires by itself
+	inboxCopies   bool // inbox entries hold a copy of their feed item (port.PointReadCoster)
 	deletionKick  func()
 	quotas        Quotas
 	storage       func() StorageStatus
@@ -123,6 +124,9 @@ func New(cfg Config) (*Service, error) {
 	s.rates = newRateLimiter(defRates)
 	if e, ok := cfg.Store.(port.Expirer); ok {
 		s.expires = e.ExpiresItems()
+	}
+	if c, ok := cfg.Store.(port.PointReadCoster); ok {
+		s.inboxCopies = c.PointReadsCostly()
 	}
 	s.webhooks, s.deliveryQueue, s.retryPolicy = cfg.Webhooks, cfg.DeliveryQueue, retry.DefaultPolicy()
 	if cfg.WebhookRetry != nil {

@@ -430,7 +430,7 @@ func (s *Service) consumerStats(ctx context.Context, sc *statsScan, st *SpaceSta
 	if err != nil {
 		return cs, err
 	}
-	m := newMerger(s, pks, pos, head, 200)
+	m := newMerger(s, space, pks, pos, head, 200)
 	for {
 		if sc.left <= 0 {
 			return cs, errScanBudget

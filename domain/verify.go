@@ -37,9 +37,9 @@ const (
 // VerifyFinding names one unreadable resource.
 type VerifyFinding struct {
 	SpaceID string `json:"space_id"`
-	// Kind is message, memory_revision or blob.
+	// Kind is message, memory_revision, blob or inbox_entry.
 	Kind string `json:"kind"`
-	// ID is the message ID, "<collection_id>@<revision>" or the blob ID.
+	// ID is the message ID, "<collection_id>@<revision>", the blob ID or "<actor_id>@<visible_seq>".
 	ID      string `json:"id"`
 	Problem string `json:"problem"`
 	// BlobID names the unreadable blob a message or revision references.
@@ -165,11 +165,44 @@ func (v *verifier) space(ctx context.Context, space string) error {
 	}); err != nil {
 		return err
 	}
+	if err := v.inboxes(ctx, space); err != nil {
+		return err
+	}
 	return s.eachItem(ctx, port.Query{PK: "SP#" + space, After: "COL#", UpTo: "COL#~"}, func(it port.Item) error {
 		coll := strings.TrimPrefix(it.SK, "COL#")
 		return s.eachItem(ctx, port.Query{PK: pkRevisions(space, coll)}, func(rit port.Item) error {
 			return v.revision(ctx, space, coll, rit)
 		})
+	})
+}
+
+// inboxes follows every inbox entry of the space's actors that holds no copy of its feed item
+// (inboxEntryPut) to its feed slot: an entry whose slot is absent is reported as kind inbox_entry, ID
+// "<actor_id>@<visible_seq>", missing_record.
+func (v *verifier) inboxes(ctx context.Context, space string) error {
+	return v.s.eachItem(ctx, port.Query{PK: "SP#" + space, After: "ACT#", UpTo: "ACT#~"}, func(ait port.Item) error {
+		actor := strings.TrimPrefix(ait.SK, "ACT#")
+		for page, err := range v.s.pages(ctx, port.Query{PK: pkInbox(space, actor)}) {
+			if err != nil {
+				return fmt.Errorf("reading the inbox of %s: %w", actor, err)
+			}
+			m := merger{s: v.s, space: space}
+			refs := slices.DeleteFunc(slices.Clone(page), func(it port.Item) bool { return len(it.Data) > 0 || len(it.Attrs) > 0 })
+			if err := m.resolve(ctx, refs); err != nil && !errors.Is(err, errNoFeedSlot) {
+				return err
+			} else if err != nil {
+				// Check each one, so that every missing slot is reported and not only the first.
+				for _, it := range refs {
+					if err := m.resolve(ctx, []port.Item{it}); errors.Is(err, errNoFeedSlot) {
+						v.find(VerifyFinding{SpaceID: space, Kind: "inbox_entry", ID: actor + "@" + strings.TrimLeft(it.SK, "0"),
+							Problem: ProblemMissingRecord, Detail: "its feed slot is absent"})
+					} else if err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
 	})
 }
 

@@ -2,6 +2,7 @@ package domaintest_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,4 +91,102 @@ func mustSlot(t *testing.T, sk string) uint64 {
 		t.Fatalf("%q is not a slot", sk)
 	}
 	return v
+}
+
+// costlyReads is a store that says its point reads are costly (as DynamoDB).
+type costlyReads struct{ port.ItemStore }
+
+func (costlyReads) PointReadsCostly() bool { return true }
+
+// TestInboxEntryHoldsNoCopy: where point reads are cheap a feed item is stored once, in its space feed slot;
+// an inbox entry holds neither data nor attributes, and a read of the inbox takes the item from the slot.
+// Where they are costly (port.PointReadCoster) each entry holds a copy. Either way the inbox reads the same;
+// an entry holding a copy reads the same in both, and an entry holding none whose slot is gone is an error,
+// never an item read as empty.
+func TestInboxEntryHoldsNoCopy(t *testing.T) {
+	for _, costly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("costly=%v", costly), func(t *testing.T) { inboxEntryCopies(t, costly) })
+	}
+}
+
+func inboxEntryCopies(t *testing.T, costly bool) {
+	rec := domaintest.NewRecorder()
+	var store port.ItemStore
+	f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
+		b := rec.Wrap(domaintest.MemBackend(t))
+		if costly {
+			b.Store = costlyReads{b.Store}
+		}
+		store = b.Store
+		return b
+	}, nil)
+	ctx := context.Background()
+	sp := f.Space()
+	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	f.Send(a.P, "one", b.ActorID)
+	f.Send(a.P, "two", b.ActorID)
+	slotOf := func(k port.Key) port.Key { return port.Key{PK: "FD#" + sp.SpaceID, SK: k.SK} }
+	var entries []port.Key
+	for _, tx := range rec.Txs() {
+		for _, op := range tx.Ops {
+			if op.Kind != port.OpPut || !strings.HasPrefix(op.Item.PK, "IN#") {
+				continue
+			}
+			entries = append(entries, op.Item.Key)
+			var slot []byte
+			for _, o := range tx.Ops {
+				if o.Kind == port.OpPut && o.Item.Key == slotOf(op.Item.Key) {
+					slot = o.Item.Data
+				}
+			}
+			switch {
+			case len(op.Item.Attrs) != 0:
+				t.Errorf("inbox entry %s holds attributes %v", op.Item.Key, op.Item.Attrs)
+			case costly && (len(slot) == 0 || string(op.Item.Data) != string(slot)):
+				t.Errorf("inbox entry %s holds %q, want its slot's copy %q", op.Item.Key, op.Item.Data, slot)
+			case !costly && len(op.Item.Data) != 0:
+				t.Errorf("inbox entry %s holds %d bytes, want none", op.Item.Key, len(op.Item.Data))
+			}
+		}
+	}
+	if len(entries) != 2 {
+		t.Fatalf("%d inbox entries put, want 2", len(entries))
+	}
+	want, _ := f.ReadAll(b.P, b.ConsumerID, nil, 10)
+	if len(want) != 2 || want[0].ItemType != domain.ItemMessage || want[1].ResourceID == "" || len(want[1].Data) == 0 {
+		t.Fatalf("inbox read: %+v", want)
+	}
+
+	put := func(ops ...port.Op) {
+		t.Helper()
+		if _, err := store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) { return ops, nil }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot, found, err := store.Get(ctx, slotOf(entries[0]))
+	if err != nil || !found {
+		t.Fatalf("feed slot %s: found %v, %v", slotOf(entries[0]), found, err)
+	}
+	// The first entry holds a copy and the second none, whichever the store: both read the same.
+	put(port.Put(port.Item{Key: entries[0], Data: slot.Data}, port.Cond{}), port.Put(port.Item{Key: entries[1]}, port.Cond{}))
+	got, _ := f.ReadAll(b.P, b.ConsumerID, nil, 10)
+	if len(got) != 2 || got[0].ItemID != want[0].ItemID || got[1].ItemID != want[1].ItemID ||
+		string(got[0].Data) != string(want[0].Data) || string(got[1].Data) != string(want[1].Data) {
+		t.Fatalf("with a copy in the first entry and none in the second the inbox reads %+v, want %+v", got, want)
+	}
+
+	// An entry holding none whose slot is gone fails the read.
+	put(port.Delete(slotOf(entries[1]), port.Cond{}))
+	if _, err := f.Svc.ReadInbox(ctx, b.P, domain.ReadRequest{ConsumerID: b.ConsumerID}); err == nil || !strings.Contains(err.Error(), "no feed slot") {
+		t.Fatalf("reading an entry whose slot is gone: %v", err)
+	}
+	// And verify reports it (only it: the other entry holds a copy).
+	var findings []domain.VerifyFinding
+	if _, err := f.Svc.Verify(ctx, domain.VerifyOptions{SpaceIDs: []string{sp.SpaceID}}, func(v domain.VerifyFinding) { findings = append(findings, v) }); err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := port.ParseSlotSK(entries[1].SK)
+	if len(findings) != 1 || findings[0].Kind != "inbox_entry" || findings[0].ID != fmt.Sprintf("%s@%d", b.ActorID, seq) || findings[0].Problem != domain.ProblemMissingRecord {
+		t.Fatalf("verify found %+v, want the inbox entry of %s at %d", findings, b.ActorID, seq)
+	}
 }

@@ -262,6 +262,16 @@ type Expirer interface {
 	ExpiresItems() bool
 }
 
+// PointReadCoster is implemented by item stores whose point reads cost about as much each as a whole page
+// of a Query (DynamoDB: half a read unit or more for every item of a GetMany, against one for 4 KB of a
+// Query). When PointReadsCostly is true the domain keeps a copy of a feed item in each of its inbox entries,
+// so that a page of an inbox is one Query; otherwise (the embedded store, where a point read is one seek
+// and every stored byte is written again by compactions) an inbox entry holds nothing and a read takes the
+// item from the space feed's slot, so that the item is stored once.
+type PointReadCoster interface {
+	PointReadsCostly() bool
+}
+
 // Query is an ordered range read of one partition.
 type Query struct {
 	PK string

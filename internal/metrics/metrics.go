@@ -85,20 +85,27 @@ func (s *store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
 	return first, err
 }
 
-// withCapabilities returns w, extended with the optional capabilities of inner (an interface of port a
+// withCapabilities returns w, extended with the optional capabilities of inner (the interfaces of port a
 // store may also implement), so that the wrapper hides none of them from the domain.
 func withCapabilities(w *store, inner port.ItemStore) port.ItemStore {
-	if e, ok := inner.(port.Expirer); ok {
-		return expiringStore{store: w, e: e}
+	e, expires := inner.(port.Expirer)
+	c, costly := inner.(port.PointReadCoster)
+	if !expires && !costly {
+		return w
 	}
-	return w
+	return capableStore{store: w, expires: expires && e.ExpiresItems(), costly: costly && c.PointReadsCostly()}
 }
 
-// expiringStore is a store wrapper over a store that expires items by itself (port.Expirer).
-type expiringStore struct {
+// capableStore is a store wrapper over a store with optional capabilities (port.Expirer,
+// port.PointReadCoster): it reports the inner store's answers, and false for a capability the inner store
+// does not have, which is what its absence means.
+type capableStore struct {
 	*store
-	e port.Expirer
+	expires, costly bool
 }
 
 // ExpiresItems reports the inner store's answer.
-func (s expiringStore) ExpiresItems() bool { return s.e.ExpiresItems() }
+func (s capableStore) ExpiresItems() bool { return s.expires }
+
+// PointReadsCostly reports the inner store's answer.
+func (s capableStore) PointReadsCostly() bool { return s.costly }

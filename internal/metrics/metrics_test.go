@@ -122,13 +122,31 @@ type expiring struct{ port.ItemStore }
 
 func (expiring) ExpiresItems() bool { return true }
 
-// TestStoreKeepsCapabilities: the wrapper keeps the optional capabilities of the store it wraps.
+type costly struct{ port.ItemStore }
+
+func (costly) PointReadsCostly() bool { return true }
+
+// TestStoreKeepsCapabilities: the wrapper keeps the optional capabilities of the store it wraps, each on
+// its own, and adds none.
 func TestStoreKeepsCapabilities(t *testing.T) {
 	if _, ok := metrics.Store(mem.New(), metrics.Nop{}).(port.Expirer); ok {
 		t.Errorf("a store that does not expire items became one")
 	}
+	if _, ok := metrics.Store(mem.New(), metrics.Nop{}).(port.PointReadCoster); ok {
+		t.Errorf("a store with cheap point reads became one with costly ones")
+	}
 	e, ok := metrics.Store(expiring{mem.New()}, metrics.Nop{}).(port.Expirer)
 	if !ok || !e.ExpiresItems() {
 		t.Errorf("the wrapper hid port.Expirer")
+	}
+	if c, ok := metrics.Store(expiring{mem.New()}, metrics.Nop{}).(port.PointReadCoster); ok && c.PointReadsCostly() {
+		t.Errorf("an expiring store's wrapper says its point reads are costly")
+	}
+	c, ok := metrics.Store(costly{mem.New()}, metrics.Nop{}).(port.PointReadCoster)
+	if !ok || !c.PointReadsCostly() {
+		t.Errorf("the wrapper hid port.PointReadCoster")
+	}
+	if e, ok := metrics.Store(costly{mem.New()}, metrics.Nop{}).(port.Expirer); ok && e.ExpiresItems() {
+		t.Errorf("a costly store's wrapper says it expires items")
 	}
 }

@@ -183,7 +183,15 @@ func (s *Store) MaxOps() int { return MaxOps }
 // before its TransactWriteItems, and voids their slots when the transaction is refused.
 func (s *Store) ReservesSequences() bool { return true }
 
-var _ port.Expirer = (*Store)(nil)
+var (
+	_ port.Expirer         = (*Store)(nil)
+	_ port.PointReadCoster = (*Store)(nil)
+)
+
+// PointReadsCostly is true: every item of a BatchGetItem costs at least half a read unit, where a Query reads
+// 4 KB for one, so the domain keeps a copy of a feed item in each of its inbox entries (an inbox page is one
+// Query).
+func (s *Store) PointReadsCostly() bool { return true }
 
 // ExpiresItems reports Options.TTL: whether DynamoDB deletes items past their port.AttrExpires time.
 func (s *Store) ExpiresItems() bool { return s.opts.TTL }
