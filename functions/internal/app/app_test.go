@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/waypost/waypost/domain"
+	"github.com/waypost/waypost/domain/port"
 	"github.com/waypost/waypost/functions/config"
 	"github.com/waypost/waypost/functions/config/configtest"
 	"github.com/waypost/waypost/functions/internal/app"
@@ -160,5 +161,23 @@ func TestAWSLimits(t *testing.T) {
 	// embedded limit (the emulator end-to-end test moves a blob of that size).
 	if l.MaxBlobBytes < domain.DefaultLimits().MaxBlobBytes {
 		t.Errorf("max_blob_bytes = %d, less than the embedded %d", l.MaxBlobBytes, domain.DefaultLimits().MaxBlobBytes)
+	}
+}
+
+// The functions' item store, behind the metrics wrapper, still tells the domain that DynamoDB deletes
+// expired items and that its point reads are costly (so that inbox entries keep a copy of their item and an
+// inbox page is one Query).
+func TestDomainConfigStoreCapabilities(t *testing.T) {
+	offline(t)
+	e := app.Env{Name: config.Mailbox, Config: config.Config{Table: "t", Bucket: "b", CursorKey: strings.Repeat("k", 32), Version: "test"}}
+	dc, err := e.DomainConfig(slog.New(slog.DiscardHandler), app.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := dc.Store.(port.PointReadCoster); !ok || !c.PointReadsCostly() {
+		t.Errorf("the functions' store does not say its point reads are costly")
+	}
+	if x, ok := dc.Store.(port.Expirer); !ok || !x.ExpiresItems() {
+		t.Errorf("the functions' store does not say it expires items")
 	}
 }
