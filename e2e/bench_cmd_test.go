@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -42,6 +43,30 @@ func TestBenchCommand(t *testing.T) {
 		cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET=")
 		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("waypost %v: err %v, want a refusal saying %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// TestServeRecordsProfileAndTrace: `waypost serve --cpuprofile P --trace T` writes a CPU profile and an
+// execution trace of the whole run, closed at a clean stop, that go tool pprof and go tool trace read (the
+// trace's scheduling-latency profile is where docs/benchmarks.md looks for what a send waits on).
+func TestServeRecordsProfileAndTrace(t *testing.T) {
+	dir := t.TempDir()
+	prof, tr := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "exec.trace")
+	s := startServer(t, "--cpuprofile", prof, "--trace", tr)
+	cmd := exec.Command(binPath, "bench", "--url", s.base, "--clients", "2", "--duration", "1s", "--read-duration", "0", "--ack-duration", "0")
+	cmd.Env = append(os.Environ(), "WAYPOST_ADMIN_SECRET="+adminSecret)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("waypost bench: %v\n%s", err, out)
+	}
+	s.stop()
+	for _, args := range [][]string{
+		{"tool", "pprof", "-top", prof},
+		{"tool", "trace", "-pprof=sched", tr},
+	} {
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil || len(out) == 0 {
+			t.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 }

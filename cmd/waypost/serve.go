@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +22,7 @@ const serveGCPercent = 400
 
 func newServeCmd() *cobra.Command {
 	var cfg server.Config
-	var logLevel, cpuProfile string
+	var logLevel, cpuProfile, traceFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the embedded Waypost server (one process, data on local disk)",
@@ -107,8 +109,18 @@ header says; --no-oauth turns OAuth off (see docs/oauth.md).`,
 				// costs some 25 MB of memory and saves about a fifth of the CPU per send (docs/benchmarks.md).
 				debug.SetGCPercent(serveGCPercent)
 			}
-			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+			for _, rec := range []struct {
+				flag, path    string
+				start         func(io.Writer) error
+				stopRecording func()
+			}{
+				{"--cpuprofile", cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+				{"--trace", traceFile, trace.Start, trace.Stop},
+			} {
+				if rec.path == "" {
+					continue
+				}
+				stop, err := startRecording(rec.flag, rec.path, rec.start, rec.stopRecording)
 				if err != nil {
 					return err
 				}
@@ -162,6 +174,8 @@ header says; --no-oauth turns OAuth off (see docs/oauth.md).`,
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", server.DefaultSweepInterval,
 		"how often unsealed uploads past their expiry are expired (bytes deleted) and orphaned temporary blob files removed")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	f.StringVar(&traceFile, "trace", "", "write a Go execution trace of the whole run to this file (read it with go tool trace; "+
+		"-pprof=sched or -pprof=syscall for where goroutines waited); costs some CPU while on")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "",
 		"also listen here for GET /metrics (Prometheus text format, no authentication: use loopback or a private address)")
 	f.BoolVar(&cfg.AllowUnreadable, "allow-unreadable", false,
@@ -184,18 +198,20 @@ func absPath(p string) string {
 	return p
 }
 
-// startCPUProfile starts profiling the process's CPU into path and returns the function that stops it.
-func startCPUProfile(path string) (func(), error) {
+// startRecording starts a recording of the process (a CPU profile, an execution trace) into path with
+// start, and returns the function that ends it with stop and closes the file; flag names the option in
+// errors.
+func startRecording(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		_ = f.Close()
 	}, nil
 }
