@@ -22,6 +22,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	for _, re := range []string{
 		`message\.send: [1-9][0-9]* committed in [0-9.]+s = [0-9.]+ sends/s; latency p50 [0-9.]+ms p90 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+		`load generator: [0-9]+\.[0-9] µs of CPU a committed send \(this process, user\+system, send phase\)`,
 		`inbox\.read\(limit 10\): [1-9][0-9]* pages \((10\.0|[0-9]\.[0-9]) items/page\) in [0-9.]+s = [0-9.]+ pages/s \([0-9.]+ items/s\); latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
 		`by 2 consumers for 2s`,
 		`inbox read\+ack\(limit 10\): [1-9][0-9]* items acknowledged in [1-9][0-9]* pages in [0-9.]+s = [0-9.]+ items/s; read\+ack latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
