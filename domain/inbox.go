@@ -2,7 +2,6 @@ package domain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -344,39 +343,55 @@ func (m *merger) next(ctx context.Context) (port.Item, bool, error) {
 	return it, true, nil
 }
 
-// errNoFeedSlot reports an inbox entry holding no copy whose feed slot is absent.
-var errNoFeedSlot = errors.New("no feed slot")
-
-// resolve gives every inbox entry among items that holds no copy (an item with neither data nor attributes:
-// inboxEntryPut) its feed item's data, read from the space feed's slots with one GetMany. A feed or
-// collection-feed item always has data, so it is left as it is, and so is an inbox entry holding a copy.
+// resolve gives every inbox entry among items that holds no copy (inboxEntryPut) its feed item's data, read
+// from the space feed's slots with one GetMany. A feed or collection-feed item always has data, so it is
+// left as it is, and so is an inbox entry holding a copy.
 func (m *merger) resolve(ctx context.Context, items []port.Item) error {
+	refs, slots, found, err := m.s.feedSlotsOf(ctx, m.space, items)
+	if err != nil {
+		return err
+	}
+	for n, r := range refs {
+		if !found[n] {
+			return fmt.Errorf("inbox entry %s: no feed slot %s", items[r.at].Key, r.slot)
+		}
+		items[r.at].Data = slots[n].Data
+	}
+	return nil
+}
+
+// slotRef is an inbox entry that holds no copy of its feed item: its place among the items read, its seq
+// and the key of the feed slot that holds the item.
+type slotRef struct {
+	at   int
+	seq  uint64
+	slot port.Key
+}
+
+// feedSlotsOf reads, with one GetMany, the feed slots of the entries among items of space's inboxes that
+// hold no copy (an item with neither data nor attributes), and returns those entries with what was read.
+func (s *Service) feedSlotsOf(ctx context.Context, space string, items []port.Item) ([]slotRef, []port.Item, []bool, error) {
+	var refs []slotRef
 	var keys []port.Key
-	var at []int
 	for i, it := range items {
 		if len(it.Data) > 0 || len(it.Attrs) > 0 {
 			continue
 		}
 		seq, err := parseSeqSK(it.SK)
 		if err != nil {
-			return fmt.Errorf("inbox entry %s: %w", it.Key, err)
+			return nil, nil, nil, fmt.Errorf("inbox entry %s: %w", it.Key, err)
 		}
-		keys, at = append(keys, keyFeed(m.space, seq)), append(at, i)
+		refs = append(refs, slotRef{at: i, seq: seq, slot: keyFeed(space, seq)})
+		keys = append(keys, refs[len(refs)-1].slot)
 	}
 	if len(keys) == 0 {
-		return nil
+		return nil, nil, nil, nil
 	}
-	slots, found, err := m.s.store.GetMany(ctx, keys)
+	slots, found, err := s.store.GetMany(ctx, keys)
 	if err != nil {
-		return fmt.Errorf("reading the feed slots of inbox entries: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the feed slots of inbox entries: %w", err)
 	}
-	for n, i := range at {
-		if !found[n] {
-			return fmt.Errorf("inbox entry %s: %w %s", items[i].Key, errNoFeedSlot, keys[n])
-		}
-		items[i].Data = slots[n].Data
-	}
-	return nil
+	return refs, slots, found, nil
 }
 
 // checkpoint returns the stored checkpoint cursor of the consumer's current view and rights.

@@ -64,13 +64,17 @@ func (q Quotas) check() error {
 
 // merge returns base with the non-zero members of q (a merge patch: a zero member is absent).
 func (q Quotas) merge(base Quotas) Quotas {
-	if q.MaxStoredBytes != 0 {
-		base.MaxStoredBytes = q.MaxStoredBytes
-	}
-	if q.MaxItems != 0 {
-		base.MaxItems = q.MaxItems
-	}
+	patch(&base.MaxStoredBytes, q.MaxStoredBytes)
+	patch(&base.MaxItems, q.MaxItems)
 	return base
+}
+
+// patch sets *dst to v unless v is zero: the member of a merge patch that is absent.
+func patch[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 // effectiveQuotas returns a space's quotas: its owner's, or the deployment's defaults.

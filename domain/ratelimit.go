@@ -46,12 +46,8 @@ func (l RateLimits) check() error {
 
 // merge returns base with the non-zero members of l (a merge patch: a zero member is absent).
 func (l RateLimits) merge(base RateLimits) RateLimits {
-	if l.RequestsPerSecond != 0 {
-		base.RequestsPerSecond = l.RequestsPerSecond
-	}
-	if l.Burst != 0 {
-		base.Burst = l.Burst
-	}
+	patch(&base.RequestsPerSecond, l.RequestsPerSecond)
+	patch(&base.Burst, l.Burst)
 	return base
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/waypost/waypost/domain/port"
@@ -186,19 +187,14 @@ func (v *verifier) inboxes(ctx context.Context, space string) error {
 			if err != nil {
 				return fmt.Errorf("reading the inbox of %s: %w", actor, err)
 			}
-			m := merger{s: v.s, space: space}
-			refs := slices.DeleteFunc(slices.Clone(page), func(it port.Item) bool { return len(it.Data) > 0 || len(it.Attrs) > 0 })
-			if err := m.resolve(ctx, refs); err != nil && !errors.Is(err, errNoFeedSlot) {
+			refs, _, found, err := v.s.feedSlotsOf(ctx, space, page)
+			if err != nil {
 				return err
-			} else if err != nil {
-				// Check each one, so that every missing slot is reported and not only the first.
-				for _, it := range refs {
-					if err := m.resolve(ctx, []port.Item{it}); errors.Is(err, errNoFeedSlot) {
-						v.find(VerifyFinding{SpaceID: space, Kind: "inbox_entry", ID: actor + "@" + strings.TrimLeft(it.SK, "0"),
-							Problem: ProblemMissingRecord, Detail: "its feed slot is absent"})
-					} else if err != nil {
-						return err
-					}
+			}
+			for n, r := range refs {
+				if !found[n] {
+					v.find(VerifyFinding{SpaceID: space, Kind: "inbox_entry", ID: actor + "@" + strconv.FormatUint(r.seq, 10),
+						Problem: ProblemMissingRecord, Detail: "its feed slot is absent"})
 				}
 			}
 		}

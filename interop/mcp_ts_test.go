@@ -33,16 +33,8 @@ func TestTypeScriptMCPClient(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, node, "interop.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "WAYPOST_URL="+url, "WAYPOST_TOKEN_A="+w.TokA, "WAYPOST_TOKEN_B="+w.TokB,
-		"WAYPOST_ACTOR_B="+w.B, "WAYPOST_CONSUMER_B="+w.CB, "WAYPOST_COLLECTION_A="+coll.CollectionID)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("interop.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
-	}
+	out := run(t, cctx, dir, []string{"WAYPOST_URL=" + url, "WAYPOST_TOKEN_A=" + w.TokA, "WAYPOST_TOKEN_B=" + w.TokB,
+		"WAYPOST_ACTOR_B=" + w.B, "WAYPOST_CONSUMER_B=" + w.CB, "WAYPOST_COLLECTION_A=" + coll.CollectionID}, node, "interop.mjs")
 	reg := schemas.MustNew()
 	steps := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -94,22 +94,19 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	for _, d := range []*time.Duration{&opts.AccessTokenLifespan, &opts.RefreshTokenLifespan, &opts.CodeLifespan, &opts.OwnerSessionLifespan} {
-		if *d < 0 {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&opts.AccessTokenLifespan, DefaultAccessTokenLifespan}, {&opts.RefreshTokenLifespan, DefaultRefreshTokenLifespan},
+		{&opts.CodeLifespan, DefaultCodeLifespan}, {&opts.OwnerSessionLifespan, DefaultOwnerSessionLifespan},
+	} {
+		switch {
+		case *d.v < 0:
 			return nil, errors.New("oauth: negative lifespan")
+		case *d.v == 0:
+			*d.v = d.def
 		}
-	}
-	if opts.AccessTokenLifespan == 0 {
-		opts.AccessTokenLifespan = DefaultAccessTokenLifespan
-	}
-	if opts.RefreshTokenLifespan == 0 {
-		opts.RefreshTokenLifespan = DefaultRefreshTokenLifespan
-	}
-	if opts.CodeLifespan == 0 {
-		opts.CodeLifespan = DefaultCodeLifespan
-	}
-	if opts.OwnerSessionLifespan == 0 {
-		opts.OwnerSessionLifespan = DefaultOwnerSessionLifespan
 	}
 	cfg := &fosite.Config{
 		AccessTokenLifespan:            opts.AccessTokenLifespan,

@@ -18,7 +18,10 @@ func (Clock) Now() time.Time { return time.Now() }
 // IDs makes random IDs from the operating system's CSPRNG.
 type IDs struct{}
 
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+// idAlphabet is the IDs' base32 alphabet, in ascending byte order (so that IDs sort by their time part).
+const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
 // NewID returns prefix + "_" + 20 base32 characters: 7 of the current Unix second, then 13 of 65 random
 // bits. IDs made in a later second sort after those made earlier, so that records keyed by an ID (a message,
@@ -35,10 +38,9 @@ func (IDs) NewID(prefix string) string {
 
 // idAt is NewID's 20 characters for Unix second sec and random bytes b.
 func idAt(sec int64, b [9]byte) string {
-	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 	var out [20]byte
 	for i := 6; i >= 0; i-- {
-		out[i] = alphabet[sec&31]
+		out[i] = idAlphabet[sec&31]
 		sec >>= 5
 	}
 	copy(out[7:], idEncoding.EncodeToString(b[:])[:13])
