@@ -19,13 +19,13 @@ import (
 func encodeFast(v any) ([]byte, bool) {
 	switch r := v.(type) {
 	case FeedItem:
-		return r.appendJSON(make([]byte, 0, 512))
+		return r.appendJSON(make([]byte, 0, 512), &jsonSafe)
 	case storedMessage:
 		return r.appendJSON(make([]byte, 0, 512+len(r.Body.Text)+len(r.Metadata)))
 	case Submission:
 		return r.appendJSON(make([]byte, 0, 320+len(r.Fixed)+len(r.Result)))
 	case SendResult:
-		return r.appendJSON(make([]byte, 0, 256))
+		return r.appendJSON(make([]byte, 0, 256), &jsonSafe)
 	case sendFixed:
 		return r.appendJSON(make([]byte, 0, 128))
 	case MessageItemData:
@@ -36,37 +36,37 @@ func encodeFast(v any) ([]byte, bool) {
 		return r.appendJSON(make([]byte, 0, 96))
 	case MessageBody:
 		b := append(make([]byte, 0, 16+len(r.Text)), `{"text":`...)
-		return append(appendJSONString(b, r.Text), '}'), true
+		return append(appendJSONString(b, r.Text, &jsonSafe), '}'), true
 	}
 	return nil, false
 }
 
-func (f FeedItem) appendJSON(b []byte) ([]byte, bool) {
+func (f FeedItem) appendJSON(b []byte, safe *asciiSafe) ([]byte, bool) {
 	b = append(b, `{"item_id":`...)
-	b = appendJSONString(b, f.ItemID)
+	b = appendJSONString(b, f.ItemID, safe)
 	b = append(b, `,"space_id":`...)
-	b = appendJSONString(b, f.SpaceID)
+	b = appendJSONString(b, f.SpaceID, safe)
 	b = append(b, `,"visible_seq":`...)
-	b = appendJSONString(b, f.VisibleSeq)
+	b = appendJSONString(b, f.VisibleSeq, safe)
 	b = append(b, `,"item_type":`...)
-	b = appendJSONString(b, string(f.ItemType))
+	b = appendJSONString(b, string(f.ItemType), safe)
 	b = append(b, `,"resource_id":`...)
-	b = appendJSONString(b, f.ResourceID)
+	b = appendJSONString(b, f.ResourceID, safe)
 	b = append(b, `,"resource_version":`...)
 	b = strconv.AppendInt(b, f.ResourceVersion, 10)
 	b = append(b, `,"producer_id":`...)
-	b = appendJSONString(b, f.ProducerID)
+	b = appendJSONString(b, f.ProducerID, safe)
 	b = append(b, `,"recipient_ids":`...)
-	b = appendJSONStrings(b, f.RecipientIDs)
+	b = appendJSONStrings(b, f.RecipientIDs, safe)
 	b = append(b, `,"thread_id":`...)
-	b = appendJSONStringPtr(b, f.ThreadID)
+	b = appendJSONStringPtr(b, f.ThreadID, safe)
 	b = append(b, `,"committed_at":`...)
 	var ok bool
 	if b, ok = appendJSONTime(b, f.CommittedAt); !ok {
 		return nil, false
 	}
 	b = append(b, `,"data":`...)
-	if b, ok = appendJSONRaw(b, f.Data); !ok {
+	if b, ok = appendJSONRaw(b, f.Data, safe); !ok {
 		return nil, false
 	}
 	return append(b, '}'), true
@@ -74,40 +74,40 @@ func (f FeedItem) appendJSON(b []byte) ([]byte, bool) {
 
 func (m storedMessage) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"message_id":`...)
-	b = appendJSONString(b, m.MessageID)
+	b = appendJSONString(b, m.MessageID, &jsonSafe)
 	b = append(b, `,"space_id":`...)
-	b = appendJSONString(b, m.SpaceID)
+	b = appendJSONString(b, m.SpaceID, &jsonSafe)
 	b = append(b, `,"producer_id":`...)
-	b = appendJSONString(b, m.ProducerID)
+	b = appendJSONString(b, m.ProducerID, &jsonSafe)
 	b = append(b, `,"thread_id":`...)
-	b = appendJSONString(b, m.ThreadID)
+	b = appendJSONString(b, m.ThreadID, &jsonSafe)
 	b = append(b, `,"in_reply_to":`...)
-	b = appendJSONStringPtr(b, m.InReplyTo)
+	b = appendJSONStringPtr(b, m.InReplyTo, &jsonSafe)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, m.Kind)
+	b = appendJSONString(b, m.Kind, &jsonSafe)
 	b = append(b, `,"subject":`...)
-	b = appendJSONString(b, m.Subject)
+	b = appendJSONString(b, m.Subject, &jsonSafe)
 	b = append(b, `,"body":{"text":`...)
-	b = appendJSONString(b, m.Body.Text)
+	b = appendJSONString(b, m.Body.Text, &jsonSafe)
 	b = append(b, `},"source":{`...)
 	if m.Source.NativeThreadID != "" {
 		b = append(b, `"native_thread_id":`...)
-		b = appendJSONString(b, m.Source.NativeThreadID)
+		b = appendJSONString(b, m.Source.NativeThreadID, &jsonSafe)
 		if m.Source.NativeMessageID != "" {
 			b = append(b, ',')
 		}
 	}
 	if m.Source.NativeMessageID != "" {
 		b = append(b, `"native_message_id":`...)
-		b = appendJSONString(b, m.Source.NativeMessageID)
+		b = appendJSONString(b, m.Source.NativeMessageID, &jsonSafe)
 	}
 	b = append(b, `},"recipient_ids":`...)
-	b = appendJSONStrings(b, m.RecipientIDs)
+	b = appendJSONStrings(b, m.RecipientIDs, &jsonSafe)
 	b = append(b, `,"attachment_ids":`...)
-	b = appendJSONStrings(b, m.AttachmentIDs)
+	b = appendJSONStrings(b, m.AttachmentIDs, &jsonSafe)
 	b = append(b, `,"metadata":`...)
 	var ok bool
-	if b, ok = appendJSONRaw(b, m.Metadata); !ok {
+	if b, ok = appendJSONRaw(b, m.Metadata, &jsonSafe); !ok {
 		return nil, false
 	}
 	b = append(b, `,"committed_at":`...)
@@ -117,13 +117,13 @@ func (m storedMessage) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"envelope_version":`...)
 	b = strconv.AppendInt(b, int64(m.EnvelopeVersion), 10)
 	b = append(b, `,"visible_seq":`...)
-	b = appendJSONString(b, m.VisibleSeq)
+	b = appendJSONString(b, m.VisibleSeq, &jsonSafe)
 	if m.Inline {
 		b = append(b, `,"body_inline":true`...)
 	}
 	if m.BodySHA256 != "" {
 		b = append(b, `,"body_sha256":`...)
-		b = appendJSONString(b, m.BodySHA256)
+		b = appendJSONString(b, m.BodySHA256, &jsonSafe)
 	}
 	if m.BodySize != 0 {
 		b = append(b, `,"body_size":`...)
@@ -137,15 +137,15 @@ func (s Submission) appendJSON(b []byte) ([]byte, bool) {
 		return nil, false
 	}
 	b = append(b, `{"operation":`...)
-	b = appendJSONString(b, s.Operation)
+	b = appendJSONString(b, s.Operation, &jsonSafe)
 	b = append(b, `,"request_id":`...)
-	b = appendJSONString(b, s.RequestID)
+	b = appendJSONString(b, s.RequestID, &jsonSafe)
 	b = append(b, `,"fingerprint":`...)
-	b = appendJSONString(b, s.Fingerprint)
+	b = appendJSONString(b, s.Fingerprint, &jsonSafe)
 	b = append(b, `,"resource_id":`...)
-	b = appendJSONString(b, s.ResourceID)
+	b = appendJSONString(b, s.ResourceID, &jsonSafe)
 	b = append(b, `,"state":`...)
-	b = appendJSONString(b, string(s.State))
+	b = appendJSONString(b, string(s.State), &jsonSafe)
 	b = append(b, `,"reserved_at":`...)
 	var ok bool
 	if b, ok = appendJSONTime(b, s.ReservedAt); !ok {
@@ -153,55 +153,55 @@ func (s Submission) appendJSON(b []byte) ([]byte, bool) {
 	}
 	if len(s.Fixed) > 0 {
 		b = append(b, `,"fixed":`...)
-		if b, ok = appendJSONRaw(b, s.Fixed); !ok {
+		if b, ok = appendJSONRaw(b, s.Fixed, &jsonSafe); !ok {
 			return nil, false
 		}
 	}
 	if len(s.Result) > 0 {
 		b = append(b, `,"result":`...)
-		if b, ok = appendJSONRaw(b, s.Result); !ok {
+		if b, ok = appendJSONRaw(b, s.Result, &jsonSafe); !ok {
 			return nil, false
 		}
 	}
 	return append(b, '}'), true
 }
 
-func (r SendResult) appendJSON(b []byte) ([]byte, bool) {
+func (r SendResult) appendJSON(b []byte, safe *asciiSafe) ([]byte, bool) {
 	b = append(b, `{"submission_state":`...)
-	b = appendJSONString(b, string(r.SubmissionState))
+	b = appendJSONString(b, string(r.SubmissionState), safe)
 	b = append(b, `,"resource_id":`...)
-	b = appendJSONString(b, r.ResourceID)
+	b = appendJSONString(b, r.ResourceID, safe)
 	b = append(b, `,"message_id":`...)
-	b = appendJSONString(b, r.MessageID)
+	b = appendJSONString(b, r.MessageID, safe)
 	b = append(b, `,"thread_id":`...)
-	b = appendJSONString(b, r.ThreadID)
+	b = appendJSONString(b, r.ThreadID, safe)
 	b = append(b, `,"committed_at":`...)
 	var ok bool
 	if b, ok = appendJSONTime(b, r.CommittedAt); !ok {
 		return nil, false
 	}
 	b = append(b, `,"visible_seq":`...)
-	b = appendJSONString(b, r.VisibleSeq)
+	b = appendJSONString(b, r.VisibleSeq, safe)
 	return append(b, '}'), true
 }
 
 func (f sendFixed) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"thread_id":`...)
-	b = appendJSONString(b, f.ThreadID)
+	b = appendJSONString(b, f.ThreadID, &jsonSafe)
 	b = append(b, `,"recipient_ids":`...)
-	b = appendJSONStrings(b, f.RecipientIDs)
+	b = appendJSONStrings(b, f.RecipientIDs, &jsonSafe)
 	return append(b, '}'), true
 }
 
 func (d MessageItemData) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"message_id":`...)
-	b = appendJSONString(b, d.MessageID)
+	b = appendJSONString(b, d.MessageID, &jsonSafe)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, d.Kind)
+	b = appendJSONString(b, d.Kind, &jsonSafe)
 	b = append(b, `,"subject":`...)
-	b = appendJSONString(b, d.Subject)
+	b = appendJSONString(b, d.Subject, &jsonSafe)
 	b = append(b, `,"in_reply_to":`...)
-	b = appendJSONStringPtr(b, d.InReplyTo)
+	b = appendJSONStringPtr(b, d.InReplyTo, &jsonSafe)
 	b = append(b, `,"attachment_count":`...)
 	b = strconv.AppendInt(b, int64(d.AttachmentCount), 10)
 	return append(b, '}'), true
@@ -209,13 +209,13 @@ func (d MessageItemData) appendJSON(b []byte) ([]byte, bool) {
 
 func (d ReceiptItemData) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"consumer_id":`...)
-	b = appendJSONString(b, d.ConsumerID)
+	b = appendJSONString(b, d.ConsumerID, &jsonSafe)
 	b = append(b, `,"acked_item_id":`...)
-	b = appendJSONString(b, d.AckedItemID)
+	b = appendJSONString(b, d.AckedItemID, &jsonSafe)
 	b = append(b, `,"resource_id":`...)
-	b = appendJSONString(b, d.ResourceID)
+	b = appendJSONString(b, d.ResourceID, &jsonSafe)
 	b = append(b, `,"stage":`...)
-	b = appendJSONString(b, string(d.Stage))
+	b = appendJSONString(b, string(d.Stage), &jsonSafe)
 	b = append(b, `,"receipt_version":`...)
 	b = strconv.AppendInt(b, d.ReceiptVersion, 10)
 	return append(b, '}'), true
@@ -223,9 +223,9 @@ func (d ReceiptItemData) appendJSON(b []byte) ([]byte, bool) {
 
 func (r receiptRecord) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"receipt_id":`...)
-	b = appendJSONString(b, r.ReceiptID)
+	b = appendJSONString(b, r.ReceiptID, &jsonSafe)
 	b = append(b, `,"stage":`...)
-	b = appendJSONString(b, string(r.Stage))
+	b = appendJSONString(b, string(r.Stage), &jsonSafe)
 	b = append(b, `,"version":`...)
 	b = strconv.AppendInt(b, r.Version, 10)
 	return append(b, '}'), true
@@ -242,33 +242,51 @@ func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
-// appendJSONRaw appends raw JSON as json.Marshal embeds a json.RawMessage: null when nil, else compacted
-// and HTML-escaped. It reports false for a value json.Marshal would change (white space, '<', '>', '&',
-// U+2028 or U+2029) or refuse (empty).
-func appendJSONRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
+// appendJSONRaw appends raw JSON as encoding/json embeds a json.RawMessage: null when nil, else compacted,
+// and, when safe is the HTML-safe set (json.Marshal), with '<', '>', '&', U+2028 and U+2029 escaped. It
+// reports false for a value that would change (white space outside strings; in HTML-safe mode those
+// characters in a string, or any rune that starts with their first byte) or be refused (empty). The value
+// is JSON the service wrote itself: it is not validated again.
+func appendJSONRaw(b []byte, raw json.RawMessage, safe *asciiSafe) ([]byte, bool) {
 	if raw == nil {
 		return append(b, "null"...), true
 	}
 	if len(raw) == 0 {
 		return nil, false
 	}
-	for _, c := range raw {
+	html := !safe['<']
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			switch {
+			case c == '\\':
+				i++ // the escaped character
+			case c == '"':
+				inString = false
+			case html && (c == '<' || c == '>' || c == '&' || c == 0xE2): // 0xE2 starts U+2028 and U+2029 (and other runes)
+				return nil, false
+			}
+			continue
+		}
 		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2: // 0xE2 starts U+2028 and U+2029 (and other runes)
+		case '"':
+			inString = true
+		case ' ', '\t', '\n', '\r':
 			return nil, false
 		}
 	}
 	return append(b, raw...), true
 }
 
-func appendJSONStringPtr(b []byte, s *string) []byte {
+func appendJSONStringPtr(b []byte, s *string, safe *asciiSafe) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
-	return appendJSONString(b, *s)
+	return appendJSONString(b, *s, safe)
 }
 
-func appendJSONStrings(b []byte, ss []string) []byte {
+func appendJSONStrings(b []byte, ss []string, safe *asciiSafe) []byte {
 	if ss == nil {
 		return append(b, "null"...)
 	}
@@ -277,7 +295,7 @@ func appendJSONStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = appendJSONString(b, s, safe)
 	}
 	return append(b, ']')
 }
@@ -306,23 +324,30 @@ func appendEscapedASCII(b []byte, c byte) []byte {
 	}
 }
 
-// jsonSafe marks the ASCII bytes a JSON string holds as they are (encoding/json's HTML-safe set).
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+// asciiSafe marks the ASCII bytes a JSON string holds as they are; the others are escaped.
+type asciiSafe = [utf8.RuneSelf]bool
+
+// jsonSafe is encoding/json's HTML-safe set, as json.Marshal writes stored records; wireSafe also holds '<',
+// '>' and '&' as they are, as the HTTP API writes its answers (an Encoder with SetEscapeHTML(false)).
+var jsonSafe, wireSafe = safeASCII(true), safeASCII(false)
+
+func safeASCII(html bool) (t asciiSafe) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+		t[c] = c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&')
 	}
 	return t
-}()
+}
 
 // appendJSONString appends s quoted as encoding/json writes a string: '"' and '\\' escaped, \b \f \n \r \t
-// and the other control characters escaped, '<', '>' and '&' escaped (HTML-safe), U+2028 and U+2029
+// and the other control characters escaped, '<', '>' and '&' escaped unless safe holds them (jsonSafe:
+// HTML-safe, as json.Marshal; wireSafe: as an Encoder with SetEscapeHTML(false)), U+2028 and U+2029
 // escaped, and each byte of invalid UTF-8 replaced by \ufffd.
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s string, safe *asciiSafe) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
+			if safe[c] {
 				i++
 				continue
 			}

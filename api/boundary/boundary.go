@@ -27,6 +27,23 @@ type Envelope struct {
 	Error     *domain.WireError `json:"error,omitempty"`
 }
 
+// AppendWire appends the envelope of a success as the HTTP API writes it (httpx.WriteJSON: an encoding/json
+// Encoder with SetEscapeHTML(false), trailing newline included) when its data is a result
+// domain.AppendWireJSON writes directly; it reports false otherwise (then encoding/json writes it).
+func (e Envelope) AppendWire(b []byte) ([]byte, bool) {
+	if !e.OK || e.Error != nil || e.Data == nil {
+		return nil, false
+	}
+	b = append(b, `{"ok":true,"request_id":`...)
+	b = domain.AppendWireString(b, e.RequestID)
+	b = append(b, `,"data":`...)
+	b, ok := domain.AppendWireJSON(b, e.Data)
+	if !ok {
+		return nil, false
+	}
+	return append(b, "}\n"...), true
+}
+
 // Failure returns the envelope of an error with the given request_id.
 func Failure(requestID string, de *domain.Error) Envelope {
 	wire := de.Wire()

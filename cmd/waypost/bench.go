@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,6 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/cobra"
 
 	"github.com/waypost/waypost/domain"
@@ -42,6 +45,7 @@ type benchOptions struct {
 	maxSends     int64
 	bodyBytes    int
 	allowRemote  bool
+	cpuProfile   string // a CPU profile of the load generator itself
 }
 
 // Upper bounds of the flags: the load generator is bounded in time and count.
@@ -90,6 +94,13 @@ unless --allow-remote is given. Every run is bounded by its durations and by --m
 			if err := o.validate(); err != nil {
 				return err
 			}
+			if o.cpuProfile != "" {
+				stop, err := startRecording("--cpuprofile", o.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
@@ -105,6 +116,7 @@ unless --allow-remote is given. Every run is bounded by its durations and by --m
 	f.Int64Var(&o.maxSends, "max-sends", 1_000_000, "stop the send phase after this many sends")
 	f.IntVar(&o.bodyBytes, "body-bytes", 256, "size of each message's body.text")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow a --url that is not a loopback address")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the load generator itself to this file (go tool pprof)")
 	return cmd
 }
 
@@ -153,8 +165,8 @@ func isLoopbackHost(host string) bool {
 
 // benchClient is a minimal HTTP/1.1 client of the Waypost envelope for the load generator, which shares the
 // machine's cores with the server it measures: each client goroutine owns one keep-alive connection
-// (benchConn), writes each request in one system call and parses the answer with http.ReadResponse in its own
-// goroutine. net/http's Transport, by contrast, hands every request to a writer goroutine and every answer
+// (benchConn), writes each request in one system call and reads the answer in its own goroutine
+// (readBenchResponse, without net/http's header map), decoding it with github.com/go-json-experiment/json. net/http's Transport, by contrast, hands every request to a writer goroutine and every answer
 // back from a reader goroutine, two extra wake-ups per request that cost about as much CPU as a small
 // request's handling in the server.
 type benchClient struct {
@@ -265,9 +277,9 @@ func (bc *benchConn) do(ctx context.Context, method, path, token string, body, o
 	}
 	env := benchEnvelope{Data: out}
 	if out == nil {
-		env.Data = new(json.RawMessage)
+		env.Data = new(jsontext.Value)
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
+	if err := jsonv2.Unmarshal(data, &env); err != nil {
 		return &benchError{code: fmt.Sprintf("http_%d", status), err: errors.New("response is not a JSON envelope of the expected shape")}
 	}
 	if !env.OK {
@@ -315,20 +327,81 @@ func (bc *benchConn) roundTrip(ctx context.Context, method, path, token string, 
 	if _, err := bc.conn.Write(r); err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.ReadResponse(bc.br, nil)
+	status, closing, err := readBenchResponse(bc.br, &bc.resp)
 	if err != nil {
 		return 0, nil, err
 	}
-	bc.resp.Reset()
-	_, err = bc.resp.ReadFrom(io.LimitReader(resp.Body, 8<<20))
-	_ = resp.Body.Close()
-	if err != nil {
-		return 0, nil, err
-	}
-	if resp.Close {
+	if closing {
 		bc.close()
 	}
-	return resp.StatusCode, bc.resp.Bytes(), nil
+	return status, bc.resp.Bytes(), nil
+}
+
+// benchMaxBody bounds an answer's body.
+const benchMaxBody = 8 << 20
+
+// readBenchResponse reads one HTTP/1.1 answer from br, its body into body (reset first): the status, and
+// whether the server closes the connection after it. The body is framed by Content-Length, by chunks, or
+// (HTTP/1.0 style) by the end of the connection; at most benchMaxBody bytes. The load generator reads only
+// the headers it needs, where http.ReadResponse builds a header map for every answer.
+func readBenchResponse(br *bufio.Reader, body *bytes.Buffer) (status int, closing bool, err error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return 0, false, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, false, errors.New("malformed HTTP status line")
+	}
+	for _, c := range line[9:12] {
+		if c < '0' || c > '9' {
+			return 0, false, errors.New("malformed HTTP status code")
+		}
+		status = status*10 + int(c-'0')
+	}
+	closing = line[7] == '0' // HTTP/1.0
+	length, chunked := int64(-1), false
+	for {
+		if line, err = br.ReadSlice('\n'); err != nil {
+			return 0, false, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil || length < 0 || length > benchMaxBody {
+				return 0, false, errors.New("bad or too large Content-Length")
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(value, []byte("chunked"))
+		case bytes.EqualFold(name, []byte("Connection")):
+			closing = closing || bytes.EqualFold(value, []byte("close"))
+		}
+	}
+	body.Reset()
+	switch {
+	case chunked:
+		if _, err = body.ReadFrom(io.LimitReader(httputil.NewChunkedReader(br), benchMaxBody)); err != nil {
+			return 0, false, err
+		}
+		for { // the trailer section, ended by an empty line
+			if line, err = br.ReadSlice('\n'); err != nil {
+				return 0, false, err
+			}
+			if len(bytes.TrimRight(line, "\r\n")) == 0 {
+				break
+			}
+		}
+	case length >= 0:
+		_, err = io.CopyN(body, br, length)
+	default:
+		closing = true
+		_, err = body.ReadFrom(io.LimitReader(br, benchMaxBody))
+	}
+	return status, closing, err
 }
 
 type benchError struct {
@@ -599,9 +672,11 @@ func benchSends(ctx context.Context, c *benchClient, progressOut io.Writer, o be
 		func(pctx context.Context, i int, bc *benchConn, st *phaseStats) ([]time.Duration, map[string]int64) {
 			var lat []time.Duration
 			errs := map[string]int64{}
+			prefix, buf := fmt.Sprintf(`{"request_id":"bench-%s-c%d-`, setup.run, i), []byte(nil)
 			for k := 0; pctx.Err() == nil && issued.Add(1) <= o.maxSends; k++ {
-				body := fmt.Appendf(nil, `{"request_id":"bench-%s-c%d-%d","subject":"bench","body":{"text":%s}}`,
-					setup.run, i, k, text)
+				body := append(append(buf[:0], prefix...), strconv.Itoa(k)...)
+				body = append(append(append(body, `","subject":"bench","body":{"text":`...), text...), "}}"...)
+				buf = body
 				t0 := time.Now()
 				var res struct {
 					SubmissionState string `json:"submission_state"`
@@ -687,7 +762,7 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 						if k > 0 {
 							body = append(body, ',')
 						}
-						body = fmt.Appendf(body, `{"item_id":%q,"stage":"received"}`, it.ItemID)
+						body = append(append(append(body, `{"item_id":`...), strconv.Quote(it.ItemID)...), `,"stage":"received"}`...)
 					}
 					err = bc.call(pctx, "POST", "/v0/inbox/ack", con.token, append(body, "]}"...), nil)
 				}
