@@ -115,7 +115,8 @@ func TestWireJSONCoversEveryField(t *testing.T) {
 	}
 }
 
-// BenchmarkWirePage writes a 50-item inbox page as the HTTP API answers it, directly and with encoding/json.
+// BenchmarkWirePage writes a 50-item inbox page and a send's result as the HTTP API answers them, directly
+// and with encoding/json.
 func BenchmarkWirePage(b *testing.B) {
 	now := time.Now().UTC()
 	thread := "th_01jz8k3m4n5p6q7r8s9t0v1w2x"
@@ -137,6 +138,23 @@ func BenchmarkWirePage(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := wireEncoding(page); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	res := SendResult{SubmissionState: StateCommitted, ResourceID: "msg_01jz8k3m4n5p6q7r8s9t0v1w2x", MessageID: "msg_01jz8k3m4n5p6q7r8s9t0v1w2x",
+		ThreadID: thread, CommittedAt: now, VisibleSeq: "123456"}
+	b.Run("send-direct", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = AppendWireJSON(buf[:0], res)
+		}
+	})
+	b.Run("send-encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := wireEncoding(res); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -107,7 +107,11 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		orig := bytes.Clone(in)
 		doc, err := Parse(in)
+		if !bytes.Equal(in, orig) { // the decoder reads the caller's bytes in place
+			t.Fatalf("Parse changed its input: %q, was %q", in, orig)
+		}
 		syntaxErr := CheckSyntax(in)
 		if (err == nil) != (syntaxErr == nil) || (err != nil && err.Error() != syntaxErr.Error()) {
 			t.Fatalf("Parse and CheckSyntax disagree: %v vs %v", err, syntaxErr)

@@ -232,7 +232,8 @@ func scan(b []byte, build bool) (any, error) {
 	}
 	// Defaults: duplicate names and invalid UTF-8 (including escaped lone
 	// surrogates) are rejected by the decoder.
-	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	// A bytes.Buffer, which the decoder reads in place (a bytes.Reader it would copy into buffers of its own).
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
 	var (
 		root  any
 		stack []frame
