@@ -31,6 +31,7 @@ import (
 	"github.com/waypost/waypost/channel/livefeed"
 	"github.com/waypost/waypost/domain"
 	"github.com/waypost/waypost/domain/port"
+	"github.com/waypost/waypost/internal/httpfront"
 	"github.com/waypost/waypost/internal/metrics"
 	"github.com/waypost/waypost/internal/metrics/prom"
 	"github.com/waypost/waypost/internal/platform"
@@ -106,7 +107,15 @@ type Config struct {
 	// RecoverEvery is how often the item store, while it refuses writes for want of room, checks whether
 	// it can take them again; 0 means pebble.DefaultRecoverEvery.
 	RecoverEvery time.Duration
+	// NetHTTPOnly serves every request through net/http. Otherwise the POSTs of message.send, inbox.read
+	// and inbox.ack are served on a connection loop of the server's own (internal/httpfront), which spends
+	// about half of net/http's CPU on a request, and every other connection is handed to net/http.
+	NetHTTPOnly bool
 }
+
+// fastPaths are the paths whose POSTs the server answers on its own connection loop (Config.NetHTTPOnly):
+// message.send, inbox.read and inbox.ack.
+func fastPaths() []string { return []string{"/v0/messages", "/v0/inbox/read", "/v0/inbox/ack"} }
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
 // Config.MaxInflight says otherwise.
@@ -412,7 +421,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn)}
 	defer s.conns.wait()
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.listener) }()
+	shutdown := s.http.Shutdown
+	if s.cfg.NetHTTPOnly {
+		go func() { errc <- s.http.Serve(s.listener) }()
+	} else {
+		front := &httpfront.Front{Handler: s.api, Paths: fastPaths(), Fallback: s.http, Log: s.cfg.Logger,
+			HeaderTimeout: s.http.ReadHeaderTimeout, IdleTimeout: s.http.IdleTimeout,
+			MaxBody: int64(s.svc.Limits().MaxRequestBytes)}
+		go func() { errc <- front.Serve(s.listener) }()
+		shutdown = front.Shutdown
+	}
 	sweepCtx, stopSweeper := context.WithCancel(ctx)
 	sweeperDone := make(chan struct{})
 	go func() {
@@ -444,7 +462,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer func() { <-workerDone }()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.http.Shutdown(sctx); err != nil {
+	if err := shutdown(sctx); err != nil {
 		return fmt.Errorf("server: shutdown: %w", err)
 	}
 	return nil

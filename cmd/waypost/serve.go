@@ -185,6 +185,9 @@ header says; --no-oauth turns OAuth off (see docs/oauth.md).`,
 	f.StringVar(&cfg.PublicURL, "public-url", "",
 		"public base URL of the server (https://host[:port]), the OAuth issuer; default: each request's own scheme and Host")
 	f.BoolVar(&cfg.NoOAuth, "no-oauth", false, "turn the OAuth authorization server off (describe publishes oauth: false)")
+	f.BoolVar(&cfg.NetHTTPOnly, "net-http-only", false,
+		"serve every request through Go's net/http (by default POSTs of message.send, inbox.read and inbox.ack are answered "+
+			"on the server's own HTTP/1.1 loop, at about half the CPU, and every other connection goes to net/http)")
 	f.BoolVar(&cfg.Webhooks.AllowLoopback, "allow-loopback-webhooks", false,
 		"DEVELOPMENT ONLY: also deliver webhooks to loopback addresses and plain http:// (never where untrusted users register targets)")
 	return cmd
