@@ -113,9 +113,20 @@ type Config struct {
 	NetHTTPOnly bool
 }
 
-// fastPaths are the paths whose POSTs the server answers on its own connection loop (Config.NetHTTPOnly):
-// message.send, inbox.read and inbox.ack.
-func fastPaths() []string { return []string{"/v0/messages", "/v0/inbox/read", "/v0/inbox/ack"} }
+// fastPaths are the paths of message.send, inbox.read and inbox.ack in the operation catalog (POST routes):
+// the requests the server answers on its own connection loop (Config.NetHTTPOnly).
+func fastPaths() []string {
+	var paths []string
+	for _, op := range ops.List() {
+		switch op.Name {
+		case domain.OpMessageSend, "inbox.read", domain.OpInboxAck:
+			if op.Method == http.MethodPost {
+				paths = append(paths, op.Path)
+			}
+		}
+	}
+	return paths
+}
 
 // DefaultMaxInflight bounds the requests in progress (feed.wait long polls excepted) unless
 // Config.MaxInflight says otherwise.
@@ -425,9 +436,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.NetHTTPOnly {
 		go func() { errc <- s.http.Serve(s.listener) }()
 	} else {
-		front := &httpfront.Front{Handler: s.api, Paths: fastPaths(), Fallback: s.http, Log: s.cfg.Logger,
-			HeaderTimeout: s.http.ReadHeaderTimeout, IdleTimeout: s.http.IdleTimeout,
-			MaxBody: int64(s.svc.Limits().MaxRequestBytes)}
+		front := &httpfront.Front{Handler: s.api, Paths: fastPaths(), Fallback: s.http, Log: s.cfg.Logger}
 		go func() { errc <- front.Serve(s.listener) }()
 		shutdown = front.Shutdown
 	}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,11 +237,7 @@ func (a *API) writeWire(w http.ResponseWriter, env boundary.Envelope) bool {
 	}
 	b, ok := env.AppendWire((*bp)[:0])
 	if ok {
-		h := w.Header()
-		h.Set("Content-Type", "application/json; charset=utf-8")
-		h.Set("Content-Length", strconv.Itoa(len(b)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(b)
+		_ = httpx.WriteJSONBytes(w, http.StatusOK, b)
 		*bp = b
 	}
 	if cap(*bp) <= wireBufMax {

@@ -166,9 +166,10 @@ func isLoopbackHost(host string) bool {
 // benchClient is a minimal HTTP/1.1 client of the Waypost envelope for the load generator, which shares the
 // machine's cores with the server it measures: each client goroutine owns one keep-alive connection
 // (benchConn), writes each request in one system call and reads the answer in its own goroutine
-// (readBenchResponse, without net/http's header map), decoding it with github.com/go-json-experiment/json. net/http's Transport, by contrast, hands every request to a writer goroutine and every answer
-// back from a reader goroutine, two extra wake-ups per request that cost about as much CPU as a small
-// request's handling in the server.
+// (readBenchResponse, without net/http's header map), decoding it with github.com/go-json-experiment/json.
+// net/http's Transport, by contrast, hands every request to a writer goroutine and every answer back from a
+// reader goroutine, two extra wake-ups per request that cost about as much CPU as a small request's
+// handling in the server.
 type benchClient struct {
 	tls    bool
 	addr   string // host:port to dial

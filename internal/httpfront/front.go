@@ -1,8 +1,8 @@
 // Package httpfront serves the embedded server's hottest requests on a connection loop of its own and hands
 // every other connection to net/http.
 //
-// A request the front serves is a plain HTTP/1.1 POST, with a Content-Length body of at most MaxBody bytes,
-// to one of a fixed set of paths (message.send, inbox.read, inbox.ack), that has arrived whole (head and
+// A request the front serves is a plain HTTP/1.1 POST, with a Content-Length body, to one of a fixed set of
+// paths (message.send, inbox.read, inbox.ack), that has arrived whole (head and
 // body in the connection's 8 KiB read buffer) and has nothing net/http would refuse or treat specially in
 // its head (no Transfer-Encoding, Expect or Upgrade, one Host, one Content-Length, well-formed field names
 // and values). The front calls the same http.Handler as net/http does, with the body in memory, and writes
@@ -39,15 +39,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
-// Defaults of the Front's bounds.
-const (
-	DefaultHeaderTimeout = 10 * time.Second  // a request head must arrive within this (net/http: ReadHeaderTimeout)
-	DefaultIdleTimeout   = 120 * time.Second // a kept-alive connection waits this long for its next request
-	DefaultMaxBody       = 1 << 20           // larger bodies go to net/http
-	readBufferSize       = 8 << 10           // a request (head and body) that does not fit goes to net/http
-)
+// readBufferSize is a connection's read buffer: a request (head and body) that does not fit goes to net/http.
+const readBufferSize = 8 << 10
 
 // Front serves connections from a listener: hot requests itself, the rest through Fallback.
 type Front struct {
@@ -56,13 +53,11 @@ type Front struct {
 	// Paths are the paths whose POSTs the front serves.
 	Paths []string
 	// Fallback serves the connections handed over (its Serve runs on the front's hand-over listener; its
-	// Handler is normally Handler).
+	// Handler is normally Handler). Its ReadHeaderTimeout and IdleTimeout (or ReadTimeout where they are
+	// zero, as net/http takes them) bound the front's connections too.
 	Fallback *http.Server
 	// Log receives panics of the handler (nil: discarded).
 	Log *slog.Logger
-	// Bounds; zero means the default.
-	HeaderTimeout, IdleTimeout time.Duration
-	MaxBody                    int64
 
 	ln       net.Listener
 	handoff  *handoffListener
@@ -70,28 +65,26 @@ type Front struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	active   sync.WaitGroup
-	dates    dateCache
 }
 
-func (f *Front) defaults() {
-	if f.HeaderTimeout <= 0 {
-		f.HeaderTimeout = DefaultHeaderTimeout
+// deadline is when a wait of timeout, net/http's way (the first non-zero of timeout and the fallback
+// server's ReadTimeout), ends from now; zero (no deadline) when both are zero.
+func (f *Front) deadline(timeout time.Duration) time.Time {
+	if timeout == 0 {
+		timeout = f.Fallback.ReadTimeout
 	}
-	if f.IdleTimeout <= 0 {
-		f.IdleTimeout = DefaultIdleTimeout
+	if timeout <= 0 {
+		return time.Time{}
 	}
-	if f.MaxBody <= 0 {
-		f.MaxBody = DefaultMaxBody
-	}
-	if f.Log == nil {
-		f.Log = slog.New(slog.DiscardHandler)
-	}
+	return time.Now().Add(timeout)
 }
 
 // Serve accepts connections from ln until it fails or Shutdown is called; it returns http.ErrServerClosed
 // after Shutdown, like http.Server.Serve.
 func (f *Front) Serve(ln net.Listener) error {
-	f.defaults()
+	if f.Log == nil {
+		f.Log = slog.New(slog.DiscardHandler)
+	}
 	f.mu.Lock()
 	f.conns = map[*conn]struct{}{}
 	f.ln, f.handoff = ln, newHandoffListener(ln.Addr())
@@ -202,7 +195,7 @@ func (cn *conn) serve() {
 	cn.remote = cn.c.RemoteAddr().String()
 	for {
 		cn.idle.Store(true)
-		_ = cn.c.SetReadDeadline(time.Now().Add(cn.f.IdleTimeout))
+		_ = cn.c.SetReadDeadline(cn.f.deadline(cn.f.Fallback.IdleTimeout))
 		if cn.f.shutting.Load() {
 			return
 		}
@@ -210,7 +203,7 @@ func (cn *conn) serve() {
 			return // closed, idle too long, or shutting down
 		}
 		cn.idle.Store(false)
-		_ = cn.c.SetReadDeadline(time.Now().Add(cn.f.HeaderTimeout))
+		_ = cn.c.SetReadDeadline(cn.f.deadline(cn.f.Fallback.ReadHeaderTimeout))
 		h, ok, err := cn.readHead()
 		if err != nil {
 			return // the head did not arrive in time, or the connection failed
@@ -252,7 +245,7 @@ func (cn *conn) readHead() (head, bool, error) {
 	for {
 		buf, _ := cn.br.Peek(cn.br.Buffered())
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			h, ok := parseHead(buf[:i+4], cn.f.Paths, cn.f.MaxBody)
+			h, ok := parseHead(buf[:i+4], cn.f.Paths)
 			return h, ok, nil
 		}
 		if cn.br.Buffered() >= cn.br.Size() {
@@ -265,7 +258,7 @@ func (cn *conn) readHead() (head, bool, error) {
 }
 
 // parseHead parses a request head (ending with its blank line) and reports whether the front serves it.
-func parseHead(b []byte, paths []string, maxBody int64) (head, bool) {
+func parseHead(b []byte, paths []string) (head, bool) {
 	h := head{size: len(b), contentLength: -1}
 	line, rest, _ := bytes.Cut(b, []byte("\r\n"))
 	method, line, ok1 := bytes.Cut(line, []byte(" "))
@@ -288,11 +281,11 @@ func parseHead(b []byte, paths []string, maxBody int64) (head, bool) {
 		var field []byte
 		field, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, ok := bytes.Cut(field, []byte(":"))
-		if !ok || len(name) == 0 || !validName(name) {
+		if !ok || !httpguts.ValidHeaderFieldName(string(name)) {
 			return head{}, false // includes obsolete line folding (a field starting with white space)
 		}
 		value = bytes.Trim(value, " \t")
-		if !validValue(value) {
+		if !httpguts.ValidHeaderFieldValue(string(value)) {
 			return head{}, false
 		}
 		key := textproto.CanonicalMIMEHeaderKey(string(name))
@@ -308,7 +301,7 @@ func parseHead(b []byte, paths []string, maxBody int64) (head, bool) {
 				return head{}, false
 			}
 			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || n > maxBody || value[0] == '+' {
+			if err != nil || n < 0 || n > readBufferSize || value[0] == '+' { // a larger body cannot arrive whole
 				return head{}, false
 			}
 			h.contentLength = n
@@ -334,26 +327,6 @@ func parseHead(b []byte, paths []string, maxBody int64) (head, bool) {
 	return h, true
 }
 
-// validName reports whether b is an HTTP token (RFC 9110 §5.6.2), as net/http requires of field names.
-func validName(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 || !tokenChar[c] {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue reports whether b holds only field-value characters: no control characters but tab.
-func validValue(b []byte) bool {
-	for _, c := range b {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // validHost accepts the Host values of the front's clients: a name or address and an optional port, in the
 // characters net/http allows (anything else goes to net/http, which answers 400 or accepts it).
 func validHost(h string) bool {
@@ -371,20 +344,6 @@ func validHost(h string) bool {
 	}
 	return true
 }
-
-// tokenChar marks the ASCII token characters.
-var tokenChar = func() (t [128]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 // serveOne reads the body of the request whose head is h, runs the handler and writes its answer; false
 // when the connection ends after it.
@@ -414,7 +373,7 @@ func (cn *conn) serveOne(h head) (keep bool) {
 	if !cn.run(w, req) {
 		return false
 	}
-	out, closing := cn.f.answer(cn.out[:0], w, h.close)
+	out, closing := answer(cn.out[:0], w, h.close)
 	cn.out, cn.resp = out[:0], w.body[:0]
 	if _, err := cn.c.Write(out); err != nil {
 		return false
@@ -438,7 +397,7 @@ func (cn *conn) run(w *responseWriter, req *http.Request) (ok bool) {
 
 // answer appends to out the whole answer written for w (status line, header fields in key order, Date,
 // Content-Length, body) and reports whether the connection ends after it.
-func (f *Front) answer(out []byte, w *responseWriter, reqClose bool) ([]byte, bool) {
+func answer(out []byte, w *responseWriter, reqClose bool) ([]byte, bool) {
 	status := w.status
 	if status == 0 {
 		status = http.StatusOK
@@ -449,7 +408,7 @@ func (f *Front) answer(out []byte, w *responseWriter, reqClose bool) ([]byte, bo
 		body = body[:0]
 	}
 	hdr := w.header
-	closing := reqClose || hasToken(hdr.Values("Connection"), "close")
+	closing := reqClose || httpguts.HeaderValuesContainsToken(hdr["Connection"], "close")
 	if _, ok := hdr["Content-Type"]; !ok && len(body) > 0 {
 		hdr.Set("Content-Type", http.DetectContentType(body))
 	}
@@ -470,7 +429,7 @@ func (f *Front) answer(out []byte, w *responseWriter, reqClose bool) ([]byte, bo
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !validName([]byte(k)) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range hdr[k] {
@@ -482,7 +441,7 @@ func (f *Front) answer(out []byte, w *responseWriter, reqClose bool) ([]byte, bo
 	}
 	if _, ok := hdr["Date"]; !ok {
 		out = append(out, "Date: "...)
-		out = f.dates.append(out)
+		out = time.Now().UTC().AppendFormat(out, http.TimeFormat)
 		out = append(out, "\r\n"...)
 	}
 	if bodyAllowed {
@@ -504,17 +463,6 @@ func appendFieldValue(b []byte, v string) []byte {
 		b = append(b, c)
 	}
 	return b
-}
-
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for _, t := range bytes.Split([]byte(v), []byte(",")) {
-			if bytes.EqualFold(bytes.TrimSpace(t), []byte(token)) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // responseWriter collects a handler's answer. It has a connection's read deadline for
@@ -545,23 +493,6 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 
 // SetReadDeadline implements http.ResponseController's read deadline: the body is already read.
 func (w *responseWriter) SetReadDeadline(time.Time) error { return nil }
-
-// dateCache formats the Date header once a second.
-type dateCache struct {
-	mu   sync.Mutex
-	sec  int64
-	text []byte
-}
-
-func (d *dateCache) append(b []byte) []byte {
-	now := time.Now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s := now.Unix(); s != d.sec || d.text == nil {
-		d.sec, d.text = s, now.UTC().AppendFormat(d.text[:0], http.TimeFormat)
-	}
-	return append(b, d.text...)
-}
 
 // replayConn is a handed-over connection: reads take what the front had buffered first.
 type replayConn struct {

@@ -192,10 +192,11 @@ func TestFrontAnswersAsNetHTTP(t *testing.T) {
 	}
 }
 
-// TestFrontTimeouts: a connection idle past IdleTimeout and a head slower than HeaderTimeout are closed.
+// TestFrontTimeouts: a connection idle past the fallback server's IdleTimeout and a head slower than its
+// ReadHeaderTimeout are closed.
 func TestFrontTimeouts(t *testing.T) {
 	addr, stop := start(t, true, func(f *Front) {
-		f.IdleTimeout, f.HeaderTimeout = 200*time.Millisecond, 200*time.Millisecond
+		f.Fallback.IdleTimeout, f.Fallback.ReadHeaderTimeout = 200*time.Millisecond, 200*time.Millisecond
 	})
 	defer stop()
 	for _, tc := range []struct{ name, first string }{
@@ -328,7 +329,7 @@ func FuzzParseHead(f *testing.F) {
 			return
 		}
 		raw = raw[:i+4]
-		h, ok := parseHead(raw, []string{"/hot"}, 1<<20)
+		h, ok := parseHead(raw, []string{"/hot"})
 		if !ok {
 			return
 		}

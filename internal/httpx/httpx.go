@@ -6,6 +6,7 @@ package httpx
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // Recorder wraps a ResponseWriter and records the status written (200 until one is) and whether anything
@@ -55,11 +56,24 @@ func (r *Recorder) Flush() {
 // Unwrap gives http.ResponseController the underlying writer.
 func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// ContentTypeJSON is the Content-Type of a JSON answer.
+const ContentTypeJSON = "application/json; charset=utf-8"
+
 // WriteJSON answers status with v as JSON (HTML characters unescaped: message text stays readable).
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Type", ContentTypeJSON)
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// WriteJSONBytes answers status with b, JSON already encoded as WriteJSON encodes, and its Content-Length.
+func WriteJSONBytes(w http.ResponseWriter, status int, b []byte) error {
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, err := w.Write(b)
+	return err
 }
