@@ -228,9 +228,18 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	if err != nil {
 		return Page{}, err
 	}
-	page, err := s.readFrom(ctx, fs, pos, limit)
+	key := readAheadKey{space: fs.p.SpaceID, consumer: fs.consumer.ConsumerID, pos: pos}
+	s.ahead.join(ctx, key)
+	page, next, err := s.readFrom(ctx, fs, pos, limit)
 	if err != nil {
 		return Page{}, err
+	}
+	if page.HasMore {
+		key.pos = next
+		s.ahead.start(key, s.log, func(ctx context.Context) error {
+			_, _, err := s.readFrom(ctx, fs, next, limit)
+			return err
+		})
 	}
 	cp, err := s.checkpoint(ctx, fs)
 	if err != nil {
@@ -240,46 +249,44 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	return page, nil
 }
 
-func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit int) (Page, error) {
+// readFrom reads the page of the consumer's feed after pos, and returns it with the position its next cursor
+// holds.
+func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit int) (Page, uint64, error) {
 	head, err := s.head(ctx, fs.p.SpaceID)
 	if err != nil {
-		return Page{}, err
+		return Page{}, 0, err
 	}
 	page := Page{Items: []FeedItem{}}
 	if pos >= head {
 		page.NextCursor = s.cursorAt(fs, pos)
-		return page, nil
+		return page, pos, nil
 	}
 	pks, err := s.partitions(ctx, fs)
 	if err != nil {
-		return Page{}, err
+		return Page{}, 0, err
 	}
 	m := newMerger(s, fs.p.SpaceID, pks, pos, head, min(limit+1, 200))
 	budget := limit * scanBudgetFactor
 	scanned := pos
 	for ; budget > 0; budget-- {
-		it, ok, err := m.next(ctx)
+		e, ok, err := m.next(ctx)
 		if err != nil {
-			return Page{}, fmt.Errorf("reading feed: %w", err)
+			return Page{}, 0, fmt.Errorf("reading feed: %w", err)
 		}
 		if !ok {
 			page.NextCursor = s.cursorAt(fs, head) // everything up to the head was returned or is invisible
-			return page, nil
+			return page, head, nil
 		}
-		seq, err := parseSeqSK(it.SK)
+		seq := e.seq
+		fi, err := m.decode(e)
 		if err != nil {
-			return Page{}, fmt.Errorf("feed key %s: %w", it.Key, err)
+			return Page{}, 0, err
 		}
-		fi, err := decodeItem[FeedItem](it)
-		if err != nil {
-			return Page{}, err
-		}
-		s.feed.put(fi)
 		if fs.visible(fi, true) {
 			if len(page.Items) == limit {
 				page.HasMore = true
 				page.NextCursor = s.cursorAt(fs, scanned)
-				return page, nil
+				return page, scanned, nil
 			}
 			page.Items = append(page.Items, fi)
 		}
@@ -287,11 +294,12 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 	}
 	page.HasMore = true
 	page.NextCursor = s.cursorAt(fs, scanned)
-	return page, nil
+	return page, scanned, nil
 }
 
 // merger yields the items of several feed partitions of a space in one ascending sequence, within
-// (pos, head], each with its feed item's data (resolve).
+// (pos, head], each with its feed item: decoded already when the feed cache holds it, else as stored, with
+// the data of its feed slot (resolve).
 type merger struct {
 	s       *Service
 	space   string
@@ -303,8 +311,16 @@ type merger struct {
 type feedStream struct {
 	pk    string
 	after string
-	buf   []port.Item
+	buf   []feedEntry
 	done  bool
+}
+
+// feedEntry is one entry of a feed partition: its seq, and its feed item decoded (cached) or as stored.
+type feedEntry struct {
+	seq    uint64
+	item   port.Item
+	fi     FeedItem // shared with the feed cache: not to be modified
+	cached bool
 }
 
 func newMerger(s *Service, space string, pks []string, pos, head uint64, chunk int) *merger {
@@ -315,49 +331,82 @@ func newMerger(s *Service, space string, pks []string, pos, head uint64, chunk i
 	return m
 }
 
-func (m *merger) next(ctx context.Context) (port.Item, bool, error) {
+func (m *merger) next(ctx context.Context) (feedEntry, bool, error) {
 	var best *feedStream
 	for _, st := range m.streams {
 		if len(st.buf) == 0 && !st.done {
 			items, err := m.s.store.Query(ctx, port.Query{PK: st.pk, After: st.after, UpTo: m.head, Limit: m.chunk})
 			if err != nil {
-				return port.Item{}, false, err
+				return feedEntry{}, false, err
 			}
-			if err := m.resolve(ctx, items); err != nil {
-				return port.Item{}, false, err
+			entries, err := m.resolve(ctx, items)
+			if err != nil {
+				return feedEntry{}, false, err
 			}
-			st.buf, st.done = items, len(items) < m.chunk
+			st.buf, st.done = entries, len(items) < m.chunk
 			if len(items) > 0 {
 				st.after = items[len(items)-1].SK
 			}
 		}
-		if len(st.buf) > 0 && (best == nil || st.buf[0].SK < best.buf[0].SK) {
+		if len(st.buf) > 0 && (best == nil || st.buf[0].seq < best.buf[0].seq) {
 			best = st
 		}
 	}
 	if best == nil {
-		return port.Item{}, false, nil
+		return feedEntry{}, false, nil
 	}
-	it := best.buf[0]
+	e := best.buf[0]
 	best.buf = best.buf[1:]
-	return it, true, nil
+	return e, true, nil
 }
 
-// resolve gives every inbox entry among items that holds no copy (inboxEntryPut) its feed item's data, read
-// from the space feed's slots with one GetMany. A feed or collection-feed item always has data, so it is
-// left as it is, and so is an inbox entry holding a copy.
-func (m *merger) resolve(ctx context.Context, items []port.Item) error {
-	refs, slots, found, err := m.s.feedSlotsOf(ctx, m.space, items)
+// decode returns e's feed item: the cached one, or the stored one decoded, which the feed cache then keeps.
+func (m *merger) decode(e feedEntry) (FeedItem, error) {
+	if e.cached {
+		return e.fi, nil
+	}
+	fi, err := decodeItem[FeedItem](e.item)
 	if err != nil {
-		return err
+		return FeedItem{}, err
+	}
+	m.s.feed.put(fi)
+	return fi, nil
+}
+
+// resolve turns the items read from a partition into entries. An inbox entry that holds no copy
+// (inboxEntryPut) takes its feed item from the feed cache, or else its data from the space feed's slot,
+// read with one GetMany for all of them. A feed or collection-feed item always has data, so it is left as
+// it is, and so is an inbox entry holding a copy.
+func (m *merger) resolve(ctx context.Context, items []port.Item) ([]feedEntry, error) {
+	entries := make([]feedEntry, len(items))
+	var rest []port.Item // the items the feed cache did not answer
+	var restAt []int     // the position in items of each
+	for i, it := range items {
+		seq, err := parseSeqSK(it.SK)
+		if err != nil {
+			return nil, fmt.Errorf("feed entry %s: %w", it.Key, err)
+		}
+		entries[i] = feedEntry{seq: seq, item: it}
+		if len(it.Data) == 0 && len(it.Attrs) == 0 {
+			if fi, ok := m.s.feed.get(m.space, strconv.FormatUint(seq, 10)); ok {
+				entries[i].fi, entries[i].cached = fi, true
+				continue
+			}
+		}
+		rest, restAt = append(rest, it), append(restAt, i)
+	}
+	refs, slots, found, err := m.s.feedSlotsOf(ctx, m.space, rest)
+	if err != nil {
+		return nil, err
 	}
 	for n, r := range refs {
+		at := restAt[r.at]
 		if !found[n] {
-			return fmt.Errorf("inbox entry %s: no feed slot %s", items[r.at].Key, r.slot)
+			return nil, fmt.Errorf("inbox entry %s: no feed slot %s", items[at].Key, r.slot)
 		}
-		items[r.at].Data = slots[n].Data
+		entries[at].item.Data = slots[n].Data
 	}
-	return nil
+	return entries, nil
 }
 
 // slotRef is an inbox entry that holds no copy of its feed item: its place among the items read, its seq

@@ -19,6 +19,9 @@ type onceSpec struct {
 	// prepare reads current state and returns the transaction body; it is called again after a
 	// condition failure on one of its ops (optimistic retry).
 	prepare func(ctx context.Context) (*onceTx, error)
+	// fresh, when set, receives the result as build returned it when this call commits (not when it
+	// replays a stored one), so that the caller need not decode the result it has just encoded.
+	fresh *any
 }
 
 type onceTx struct {
@@ -71,10 +74,11 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 		}
 		now := s.clock.Now().UTC()
 		var result json.RawMessage
+		var value any
 		var published []port.Published
 		tx := port.Tx{Build: func(first uint64) ([]port.Op, error) {
 			ops, res, pub := otx.build(first)
-			result, published = encode(res), pub
+			value, result, published = res, encode(res), pub
 			sub := Submission{Operation: spec.operation, RequestID: spec.requestID, Fingerprint: spec.fingerprint,
 				ResourceID: otx.resourceID, State: StateCommitted, ReservedAt: now, Result: result}
 			return append([]port.Op{port.Put(item(spec.key, sub, attrState, string(StateCommitted)), port.NotExists())}, ops...), nil
@@ -86,6 +90,9 @@ func (s *Service) runOnce(ctx context.Context, spec onceSpec) (json.RawMessage, 
 		if err == nil {
 			if otx.committed != nil {
 				otx.committed()
+			}
+			if spec.fresh != nil {
+				*spec.fresh = value
 			}
 			return result, published, nil
 		}

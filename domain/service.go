@@ -52,6 +52,10 @@ type Config struct {
 	RateLimits *RateLimits
 	// Quotas are the capacity limits of spaces whose owner set none; nil means DefaultQuotas.
 	Quotas *Quotas
+	// ReadAhead reads the page after each inbox.read page in the background (readahead.go). Only for a
+	// process that outlives its requests (the embedded server), which calls Service.Close before closing
+	// the store.
+	ReadAhead bool
 	// DeletionStarted, when set, is called after DeleteSpace started a deletion, so that the process's
 	// deletion worker (ContinueDeletions) can begin at once.
 	DeletionStarted func()
@@ -78,6 +82,7 @@ type Service struct {
 	states        *stateCache
 	auth          *authCache
 	feed          *feedCache
+	ahead         *readAhead // nil without Config.ReadAhead
 	webhooks      port.WebhookSender
 	deliveryQueue port.DeliveryQueue
 	retryPolicy   retry.Policy
@@ -105,6 +110,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
 	s.deletionKick = cfg.DeletionStarted
+	if cfg.ReadAhead {
+		s.ahead = newReadAhead()
+	}
 	s.storage = cfg.Storage
 	s.quotas = DefaultQuotas()
 	if cfg.Quotas != nil {

@@ -435,7 +435,7 @@ func (s *Service) consumerStats(ctx context.Context, sc *statsScan, st *SpaceSta
 		if sc.left <= 0 {
 			return cs, errScanBudget
 		}
-		it, ok, err := m.next(ctx)
+		e, ok, err := m.next(ctx)
 		if err != nil {
 			return cs, fmt.Errorf("reading a consumer's feed: %w", err)
 		}
@@ -443,7 +443,7 @@ func (s *Service) consumerStats(ctx context.Context, sc *statsScan, st *SpaceSta
 			return cs, nil
 		}
 		sc.left--
-		fi, err := decodeItem[FeedItem](it)
+		fi, err := m.decode(e)
 		if err != nil {
 			return cs, err
 		}

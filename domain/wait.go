@@ -79,7 +79,7 @@ func (s *Service) waitOnce(ctx context.Context, fs feedScope, w port.Watch, pos 
 	var pending uint64 // highest announced visible_seq above the head
 	recheck := gapRecheckMin
 	for {
-		page, err := s.readFrom(ctx, fs, *pos, limit)
+		page, _, err := s.readFrom(ctx, fs, *pos, limit)
 		if err != nil {
 			return Page{}, false, err
 		}

@@ -257,7 +257,7 @@ func Open(cfg Config) (_ *Server, err error) {
 	dcfg := domain.Config{Store: items, Blobs: blobs, Clock: clock, IDs: ids,
 		Notifier: live, Watcher: live,
 		Logger: cfg.Logger, CursorKey: []byte(cursorKey), AppVersion: cfg.Version, InlineBodyMax: InlineBodyMax, Limits: &limits,
-		DeletionStarted: s.deletions.wake, Storage: func() domain.StorageStatus { return storageStatus(st.Room()) }}
+		DeletionStarted: s.deletions.wake, ReadAhead: true, Storage: func() domain.StorageStatus { return storageStatus(st.Room()) }}
 	if !cfg.Webhooks.Disabled {
 		// Webhooks: the sender enforces the address rules when it dials; the worker wakes on every
 		// announced commit (the notifier) and on every delivery that becomes due (the delivery queue).
@@ -484,11 +484,12 @@ func (s *Server) stopWorker() {
 	}
 }
 
-// Close stops the webhook worker and releases the store.
+// Close stops the webhook worker and the service's background reads, and releases the store.
 func (s *Server) Close() error {
 	s.stopWorker()
 	if s.sender != nil {
 		s.sender.Close()
 	}
+	s.svc.Close()
 	return s.store.Close()
 }

@@ -512,6 +512,8 @@ type phaseStats struct {
 	errors    map[string]int64
 	done      atomic.Int64 // successful operations
 	items     atomic.Int64 // items read (read phase)
+	// reads and acks are the round trips of the read and of the ack of each read+ack cycle (read+ack phase).
+	reads, acks []time.Duration
 }
 
 func newPhaseStats() *phaseStats { return &phaseStats{errors: map[string]int64{}} }
@@ -634,6 +636,10 @@ func runBench(ctx context.Context, out, progressOut io.Writer, o benchOptions) e
 		fmt.Fprintf(out, "inbox read+ack(limit %d): %d items acknowledged in %d pages in %.2fs = %.1f items/s; read+ack latency p50 %s p99 %s max %s; errors: %s\n",
 			o.readPage, acks.items.Load(), acks.done.Load(), ackElapsed.Seconds(), float64(acks.items.Load())/ackElapsed.Seconds(),
 			ms(percentile(sorted, 0.50)), ms(percentile(sorted, 0.99)), ms(percentile(sorted, 1)), acks.errorSummary())
+		slices.Sort(acks.reads)
+		slices.Sort(acks.acks)
+		fmt.Fprintf(out, "read+ack round trips: inbox.read p50 %s p90 %s, inbox.ack p50 %s p90 %s (the rest of a cycle is the load generator's own work)\n",
+			ms(percentile(acks.reads, 0.50)), ms(percentile(acks.reads, 0.90)), ms(percentile(acks.acks, 0.50)), ms(percentile(acks.acks, 0.90)))
 	}
 	return ctx.Err()
 }
@@ -745,8 +751,15 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 			var lat []time.Duration
 			errs := map[string]int64{}
 			var cursor *string
+			var reads, acks []time.Duration
+			defer func() {
+				st.mu.Lock()
+				st.reads, st.acks = append(st.reads, reads...), append(st.acks, acks...)
+				st.mu.Unlock()
+			}()
 			for n := 0; pctx.Err() == nil && n < benchMaxSends; n++ {
 				t0 := time.Now()
+				var t1 time.Time
 				var page struct {
 					Items []struct {
 						ItemID string `json:"item_id"`
@@ -757,6 +770,7 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 				err := bc.call(pctx, "POST", "/v0/inbox/read", con.token,
 					map[string]any{"consumer_id": con.id, "cursor": cursor, "limit": o.readPage}, &page)
 				if err == nil && len(page.Items) > 0 {
+					t1 = time.Now()
 					body := fmt.Appendf(nil, `{"request_id":"bench-%s-ack%d-%d","consumer_id":%q,"checkpoint_cursor":%q,"items":[`,
 						setup.run, i, n, con.id, page.NextCursor)
 					for k, it := range page.Items {
@@ -765,7 +779,11 @@ func benchAcks(ctx context.Context, c *benchClient, progressOut io.Writer, o ben
 						}
 						body = append(append(append(body, `{"item_id":`...), strconv.Quote(it.ItemID)...), `,"stage":"received"}`...)
 					}
+					t2 := time.Now()
 					err = bc.call(pctx, "POST", "/v0/inbox/ack", con.token, append(body, "]}"...), nil)
+					if err == nil {
+						reads, acks = append(reads, t1.Sub(t0)), append(acks, time.Since(t2))
+					}
 				}
 				d := time.Since(t0)
 				switch {

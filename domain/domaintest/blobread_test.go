@@ -2,6 +2,7 @@ package domaintest_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/waypost/waypost/domain"
@@ -81,5 +82,40 @@ func TestAckReplayAfterViewChange(t *testing.T) {
 	req.RequestID = "ack-2"
 	if _, err := f.Svc.Ack(ctx, p, req); domain.CodeOf(err) != domain.CodeCursorScopeChanged {
 		t.Fatalf("new ack with an old-view cursor: %v", err)
+	}
+}
+
+// TestAckResultAsReplayed: the result of an ack that commits is the one a replay of the same request returns
+// (decoded from the stored result): receipts changed and unchanged, a repeated item, with and without a
+// checkpoint, with none stored yet.
+func TestAckResultAsReplayed(t *testing.T) {
+	ctx := context.Background()
+	f := domaintest.New(t, domaintest.MemBackend, nil)
+	sp := f.Space()
+	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	f.Send(a.P, "one", b.ActorID)
+	f.Send(a.P, "two", b.ActorID)
+	items, cur := f.ReadAll(b.P, b.ConsumerID, nil, 10)
+	for i, req := range []domain.AckRequest{
+		{RequestID: "ack-none", ConsumerID: b.ConsumerID, Items: []domain.AckEntry{}},
+		{RequestID: "ack-first", ConsumerID: b.ConsumerID, Items: []domain.AckEntry{{ItemID: items[0].ItemID, Stage: domain.StageReceived}}},
+		{RequestID: "ack-both", ConsumerID: b.ConsumerID, CheckpointCursor: &cur, Items: []domain.AckEntry{
+			{ItemID: items[0].ItemID, Stage: domain.StageReceived}, {ItemID: items[1].ItemID, Stage: domain.StageReceived},
+			{ItemID: items[1].ItemID, Stage: domain.StageProcessed}}},
+	} {
+		first, err := f.Svc.Ack(ctx, b.P, req)
+		if err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+		again, err := f.Svc.Ack(ctx, b.P, req)
+		if err != nil {
+			t.Fatalf("replay of ack %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(first, again) {
+			t.Fatalf("ack %d returned %+v, its replay %+v", i, first, again)
+		}
+		if i == 2 && (first.CheckpointCursor == nil || len(first.Receipts) != 2 || first.Receipts[0].Changed || !first.Receipts[1].Changed) {
+			t.Fatalf("ack %d: %+v", i, first)
+		}
 	}
 }

@@ -46,6 +46,39 @@ type View interface {
 	Delete(k port.Key) error
 }
 
+// AbsentView is a View that can also tell at once that none of several keys of one partition exists: a
+// sequence's allocated slots, whose NotExists conditions Commit then takes as holding without reading each
+// slot (an embedded store answers it with one seek over the slots' range instead of one per slot).
+type AbsentView interface {
+	View
+	// NoneExists reports whether no item exists at any of keys, which are of one partition and in
+	// ascending sort-key order. false means at least one may exist: Commit then reads each.
+	NoneExists(keys []port.Key) (bool, error)
+}
+
+// slotsAbsent returns, for the n ops of a transaction allocating a sequence's slots from first (idx: the op
+// putting each, SlotOps), which ops' NotExists conditions are known to hold: every slot op when v is an
+// AbsentView that says none of the slots exists, else none (nil). A single slot is read as any key.
+func slotsAbsent(v View, seq port.Sequence, first uint64, idx []int, n int) ([]bool, error) {
+	av, ok := v.(AbsentView)
+	if !ok || len(idx) < 2 {
+		return nil, nil
+	}
+	keys := make([]port.Key, len(idx))
+	for j := range idx {
+		keys[j] = seq.Slot(first + uint64(j))
+	}
+	none, err := av.NoneExists(keys)
+	if err != nil || !none {
+		return nil, err
+	}
+	held := make([]bool, n)
+	for _, i := range idx {
+		held[i] = true
+	}
+	return held, nil
+}
+
 // Getter reads single items, as View.Get.
 type Getter interface {
 	Get(k port.Key) (port.Item, bool, error)
@@ -187,8 +220,13 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 	if err := CheckOps(ops, ctrKey, ctrKey != nil, maxOps); err != nil {
 		return 0, fmt.Errorf("kv: commit: %w", err)
 	}
+	var held []bool // ops whose NotExists condition is known to hold (slotsAbsent)
 	if tx.Seq != nil {
-		if _, err := SlotOps(*tx.Seq, first, tx.Count, ops); err != nil {
+		idx, err := SlotOps(*tx.Seq, first, tx.Count, ops)
+		if err != nil {
+			return 0, fmt.Errorf("kv: commit: %w", err)
+		}
+		if held, err = slotsAbsent(v, *tx.Seq, first, idx, len(ops)); err != nil {
 			return 0, fmt.Errorf("kv: commit: %w", err)
 		}
 	}
@@ -199,7 +237,7 @@ func Commit(ctx context.Context, v View, tx port.Tx, maxOps int) (uint64, error)
 
 	// Every condition against the state before any write.
 	for i, op := range ops {
-		if op.Cond.Kind == port.CondNone {
+		if op.Cond.Kind == port.CondNone || (held != nil && held[i]) {
 			continue
 		}
 		cur, found, err := v.Get(op.Item.Key)

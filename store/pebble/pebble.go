@@ -183,11 +183,13 @@ type Store struct {
 	inMem      memKeysView        // memKeys when the group's reads began
 	txv        txView             // the view of the commit being evaluated, its writes buffer reused from one to the next
 	freeWrites []map[string]write // emptied writes maps of applied groups, for the next groups (writesMap)
+	sortBuf    []string           // buildBatch's keys, kept for the next group
 
-	viewMu     sync.Mutex // guards view, viewClosed and found
+	viewMu     sync.Mutex // guards view, viewClosed, found and absent
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
 	found      readCache      // items Get found, as of view
+	absent     absentKeys     // keys Get and GetMany found absent, as of view
 	snaps      sync.WaitGroup // open snapshots
 
 	failed atomic.Pointer[error] // the storage failure in force; every commit fails with it until recovered
@@ -317,7 +319,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, lock: lock, journal: j, memKeys: mk, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
-		found: make(readCache), onBatch: opts.OnBatch, fs: fsys, dir: dir, segSize: segSize, recoverEvery: opts.RecoverEvery,
+		found: make(readCache), absent: make(absentKeys), onBatch: opts.OnBatch, fs: fsys, dir: dir, segSize: segSize, recoverEvery: opts.RecoverEvery,
 		stop: make(chan struct{}), elog: elog}
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
@@ -521,7 +523,7 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 			return it, err == nil, err
 		}
 	}
-	var read []int // the positions found in the database
+	var read, none []int // the positions found in the database, and those absent from it
 	for _, i := range miss {
 		it, ok, err := lookup(i)
 		if err != nil {
@@ -530,12 +532,17 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 		if ok {
 			items[i], found[i] = it, true
 			read = append(read, i)
+		} else {
+			none = append(none, i)
 		}
 	}
 	s.viewMu.Lock()
 	if s.view == v { // no group became durable since the read: it is the current state
 		for _, i := range read {
 			s.found.add(string(encoded[i]), items[i])
+		}
+		for _, i := range none { // mostly keys whose NotExists conditions are about to be checked (absentKeys)
+			s.absent.add(string(encoded[i]))
 		}
 	}
 	s.viewMu.Unlock()
@@ -588,6 +595,48 @@ func (c readCache) apply(writes map[string]write) {
 			continue
 		}
 		c[k] = cachedItem(w.item)
+	}
+}
+
+// absentMax bounds the keys absentKeys holds.
+const absentMax = 4096
+
+// absentKeys holds keys Get and GetMany found absent, by encoded key, as of the durable view: publishView
+// removes every key a group wrote when it publishes the group's view, so a key held is absent from the
+// view. An operation that reads keys it then commits with NotExists conditions (the idempotency record of
+// every write, inbox.ack's receipts) has the committer answer those conditions from here (txView.Get)
+// instead of seeking each key again in the tables.
+type absentKeys map[string]struct{}
+
+// add keeps a key, emptying the set when it is full.
+func (a absentKeys) add(key string) {
+	if len(a) >= absentMax {
+		clear(a)
+	}
+	a[key] = struct{}{}
+}
+
+// has reports whether key is known absent.
+func (a absentKeys) has(key string) bool {
+	_, ok := a[key]
+	return ok
+}
+
+// apply forgets the keys a durable group wrote or deleted.
+func (a absentKeys) apply(writes map[string]write) {
+	if len(a) == 0 {
+		return
+	}
+	if len(a) < len(writes) {
+		for k := range a {
+			if _, ok := writes[k]; ok {
+				delete(a, k)
+			}
+		}
+		return
+	}
+	for k := range writes {
+		delete(a, k)
 	}
 }
 
@@ -755,6 +804,7 @@ func (s *Store) publishView(writes map[string]write) {
 	old := s.view
 	s.view = next
 	s.found.apply(writes)
+	s.absent.apply(writes)
 	s.viewMu.Unlock()
 	s.release(old)
 }

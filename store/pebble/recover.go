@@ -221,6 +221,9 @@ func (s *Store) recover() error {
 		}
 		s.inflight, s.tail = nil, nil
 		clear(s.hot) // it may hold writes of groups that failed
+		s.viewMu.Lock()
+		clear(s.absent) // the repair may have applied writes of groups that failed
+		s.viewMu.Unlock()
 		s.room.since.Store(nil)
 		s.failed.Store(nil)
 	}

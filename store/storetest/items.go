@@ -27,6 +27,7 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 		{"AllOrNothing", testAllOrNothing},
 		{"FirstFailedConditionReported", testFirstFailedReported},
 		{"ConditionsSeeStateBeforeTx", testConditionsSeeStateBeforeTx},
+		{"ConditionsAfterGetMany", testConditionsAfterGetMany},
 		{"EmptyTx", testEmptyTx},
 		{"CounterFirstValue", testCounterFirst},
 		{"CounterCount", testCounterCount},
@@ -38,6 +39,7 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 		{"SeqBasics", testSeqBasics},
 		{"SeqShape", testSeqShape},
 		{"SeqFailedCondition", testSeqFailedCondition},
+		{"SeqSlotTaken", testSeqSlotTaken},
 		{"SeqMax", testSeqMax},
 		{"SeqConcurrent", testSeqConcurrent},
 		{"QuotaUsage", testQuotaUsage},
@@ -59,6 +61,28 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 		{"ContextCancelled", testContextCancelled},
 		{"Model", testModel},
 	})
+}
+
+// testConditionsAfterGetMany: keys a GetMany found absent, then written or deleted by later commits, are
+// judged by a NotExists or Exists condition as they are now, not as the GetMany saw them (the embedded store
+// keeps what GetMany found absent for the conditions that usually follow).
+func testConditionsAfterGetMany(t *testing.T, s port.ItemStore) {
+	ctx := context.Background()
+	keys := []port.Key{key("gm", "a"), key("gm", "b"), key("gm", "c")}
+	if _, found, err := s.GetMany(ctx, keys); err != nil || slices.Contains(found, true) {
+		t.Fatalf("GetMany of fresh keys: %v, %v", found, err)
+	}
+	put(t, s, item("gm", "a", "1"), item("gm", "b", "1"))
+	commit(t, s, port.Delete(keys[1], port.Cond{}))
+	for i, want := range []bool{true, false, false} { // a exists, b was deleted, c never written
+		_, err := s.Commit(ctx, port.Tx{Build: ops(port.Put(item("gm", keys[i].SK, "2"), port.NotExists()))})
+		if failed := err != nil; failed != want {
+			t.Fatalf("NotExists put of %s after GetMany and later writes: %v, want failed %v", keys[i], err, want)
+		}
+	}
+	if _, err := s.Commit(ctx, port.Tx{Build: ops(port.Check(keys[2], port.Exists()))}); err != nil {
+		t.Fatalf("Exists check of %s, put by the last commit: %v", keys[2], err)
+	}
 }
 
 func testGetAbsent(t *testing.T, s port.ItemStore) {

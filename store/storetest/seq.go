@@ -145,6 +145,53 @@ func testSeqFailedCondition(t *testing.T, s port.ItemStore) {
 	}
 }
 
+// testSeqSlotTaken: a slot that already holds an item (written outside its sequence, as in a damaged store)
+// is never overwritten by the transaction allocating its value. A store that allocates inside the
+// transaction fails the slot's NotExists condition, wherever the slot is among the transaction's slots, and
+// writes nothing; one that reserves values (ReservesSequences) may instead move past the taken value. An
+// item past the allocated slots fails nothing. (The embedded store checks a run of slots with one seek over
+// their range, kv.AbsentView.)
+func testSeqSlotTaken(t *testing.T, s port.ItemStore) {
+	for _, taken := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("slot %d of 3", taken), func(t *testing.T) {
+			seq := testSeq(fmt.Sprintf("taken%d", taken))
+			put(t, s, port.Item{Key: seq.Slot(taken), Data: []byte("before")})
+			first, err := s.Commit(context.Background(), port.Tx{Seq: seq, Count: 3, Max: 100, Build: func(f uint64) ([]port.Op, error) {
+				return slotPuts(seq, f, 3, "x"), nil
+			}})
+			want := []string{port.SlotSK(taken)}
+			switch {
+			case err == nil && s.ReservesSequences() && (taken < first || taken > first+2):
+				want = append(want, port.SlotSK(first), port.SlotSK(first+1), port.SlotSK(first+2))
+				slices.Sort(want)
+			case err == nil:
+				t.Fatalf("commit of slots %d-%d over an item at %d succeeded", first, first+2, taken)
+			default:
+				wantCondFailed(t, err, int(taken-1), seq.Slot(taken))
+			}
+			if got := sks(all(t, s, seq.Slots)); !equalStrings(got, want) {
+				t.Fatalf("slots %q, want %q", got, want)
+			}
+			if it := mustGet(t, s, seq.Slot(taken)); string(it.Data) != "before" {
+				t.Fatalf("the item at %d holds %q, want it untouched", taken, it.Data)
+			}
+		})
+	}
+	t.Run("item past the slots", func(t *testing.T) {
+		seq := testSeq("takenpast")
+		put(t, s, port.Item{Key: seq.Slot(4), Data: []byte("before")})
+		first, err := s.Commit(context.Background(), port.Tx{Seq: seq, Count: 3, Max: 100, Build: func(f uint64) ([]port.Op, error) {
+			return slotPuts(seq, f, 3, "x"), nil
+		}})
+		if err != nil || first != 1 {
+			t.Fatalf("commit of slots 1-3 beside an item at 4: %d, %v", first, err)
+		}
+		if got := sks(all(t, s, seq.Slots)); !equalStrings(got, []string{port.SlotSK(1), port.SlotSK(2), port.SlotSK(3), port.SlotSK(4)}) {
+			t.Fatalf("slots %q, want 1 to 4", got)
+		}
+	})
+}
+
 // testSeqMax: values never pass Max (port.ErrCounterExhausted), and never wrap.
 func testSeqMax(t *testing.T, s port.ItemStore) {
 	seq := testSeq("max")
