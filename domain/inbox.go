@@ -237,7 +237,17 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	if page.HasMore {
 		key.pos = next
 		s.ahead.start(key, s.log, func(ctx context.Context) error {
-			_, _, err := s.readFrom(ctx, fs, next, limit)
+			ahead, _, err := s.readFrom(ctx, fs, next, limit)
+			if err != nil || len(ahead.Items) == 0 {
+				return err
+			}
+			// And the receipts an ack of that page reads first (prepareAck), for a store that keeps what it
+			// read, absent keys included.
+			keys := make([]port.Key, len(ahead.Items))
+			for i, it := range ahead.Items {
+				keys[i] = keyReceipt(fs.p.SpaceID, fs.consumer.ConsumerID, it.ItemID)
+			}
+			_, _, err = s.store.GetMany(ctx, keys)
 			return err
 		})
 	}

@@ -22,6 +22,10 @@ func AppendWireJSON(b []byte, v any) ([]byte, bool) {
 	return nil, false
 }
 
+// AppendJSONString appends s as a JSON string the way encoding/json's Marshal writes one (HTML characters
+// escaped, invalid UTF-8 replaced).
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s, &jsonSafe) }
+
 // AppendWireString appends s as a JSON string the way the HTTP API writes one (HTML characters unescaped).
 func AppendWireString(b []byte, s string) []byte { return appendJSONString(b, s, &wireSafe) }
 

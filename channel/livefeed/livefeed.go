@@ -84,10 +84,15 @@ type announcement struct {
 	ItemID     string `json:"item_id"`
 }
 
-// Encode returns the channel text announcing a committed item.
+// Encode returns the channel text announcing a committed item: the JSON object of an announcement, as
+// encoding/json writes it (TestEncodeAsMarshal), written directly (every commit announces its items).
 func Encode(p port.Published) string {
-	b, _ := json.Marshal(announcement{VisibleSeq: strconv.FormatUint(p.VisibleSeq, 10), ItemID: p.ItemID})
-	return string(b)
+	b := make([]byte, 0, 48+len(p.ItemID))
+	b = append(b, `{"visible_seq":"`...)
+	b = strconv.AppendUint(b, p.VisibleSeq, 10)
+	b = append(b, `","item_id":`...)
+	b = domain.AppendJSONString(b, p.ItemID)
+	return string(append(b, '}'))
 }
 
 // Decode parses an announcement text.

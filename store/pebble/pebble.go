@@ -461,7 +461,7 @@ func (s *Store) Get(ctx context.Context, key port.Key) (port.Item, bool, error) 
 }
 
 // GetMany reads keys as of the last durable commit, as Get reads each: the cached items from the read
-// cache, the others through one iterator over the current view, a prefix seek per key instead of a point
+// cache, the keys known absent (absentKeys) from that set, the others through one iterator over the current view, a prefix seek per key instead of a point
 // lookup that builds its iterator stack every time (most keys an operation checks in bulk are absent, and
 // the Bloom filters answer those).
 func (s *Store) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bool, error) {
@@ -493,7 +493,7 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 	for i := range keys {
 		if it, ok := s.found[string(encoded[i])]; ok {
 			items[i], found[i] = it.share(), true
-		} else {
+		} else if !s.absent.has(string(encoded[i])) {
 			miss = append(miss, i)
 		}
 	}

@@ -64,7 +64,8 @@ func RunItemStore(t *testing.T, newStore func(t *testing.T) port.ItemStore) {
 }
 
 // testConditionsAfterGetMany: keys a GetMany found absent, then written or deleted by later commits, are
-// judged by a NotExists or Exists condition as they are now, not as the GetMany saw them (the embedded store
+// read by the next GetMany and judged by a NotExists or Exists condition as they are now, not as the first
+// GetMany saw them (the embedded store
 // keeps what GetMany found absent for the conditions that usually follow).
 func testConditionsAfterGetMany(t *testing.T, s port.ItemStore) {
 	ctx := context.Background()
@@ -74,6 +75,9 @@ func testConditionsAfterGetMany(t *testing.T, s port.ItemStore) {
 	}
 	put(t, s, item("gm", "a", "1"), item("gm", "b", "1"))
 	commit(t, s, port.Delete(keys[1], port.Cond{}))
+	if _, found, err := s.GetMany(ctx, keys); err != nil || !slices.Equal(found, []bool{true, false, false}) {
+		t.Fatalf("GetMany after a and b were put and b deleted: found %v, %v; want a only", found, err)
+	}
 	for i, want := range []bool{true, false, false} { // a exists, b was deleted, c never written
 		_, err := s.Commit(ctx, port.Tx{Build: ops(port.Put(item("gm", keys[i].SK, "2"), port.NotExists()))})
 		if failed := err != nil; failed != want {
