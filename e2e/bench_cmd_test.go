@@ -26,6 +26,7 @@ func TestBenchCommand(t *testing.T) {
 		`inbox\.read\(limit 10\): [1-9][0-9]* pages \((10\.0|[0-9]\.[0-9]) items/page\) in [0-9.]+s = [0-9.]+ pages/s \([0-9.]+ items/s\); latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
 		`by 2 consumers for 2s`,
 		`inbox read\+ack\(limit 10\): [1-9][0-9]* items acknowledged in [1-9][0-9]* pages in [0-9.]+s = [0-9.]+ items/s; read\+ack latency p50 [0-9.]+ms p99 [0-9.]+ms max [0-9.]+ms; errors: none`,
+		`read\+ack round trips: inbox\.read p50 [0-9.]+ms p90 [0-9.]+ms, inbox\.ack p50 [0-9.]+ms p90 [0-9.]+ms`,
 	} {
 		if !regexp.MustCompile(re).Match(out) {
 			t.Errorf("the report lacks /%s/:\n%s", re, out)

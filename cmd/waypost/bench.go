@@ -75,7 +75,7 @@ then runs three timed phases:
 
 It prints progress every second, then committed sends/s with p50/p90/p99/max latency, error counts by code,
 its own CPU time per committed send (the share of a shared machine the server did not get),
-read pages/s with p50/p99, and acknowledged items/s with the latency of one read+ack cycle. Only the server at --url is contacted; it must be on a loopback address
+read pages/s with p50/p99, and acknowledged items/s with the latency of one read+ack cycle and of its read and its ack round trips. Only the server at --url is contacted; it must be on a loopback address
 unless --allow-remote is given. Every run is bounded by its durations and by --max-sends.`,
 		Example: `  waypost serve --data /tmp/wp &
   WAYPOST_ADMIN_SECRET=$(cat /tmp/wp/admin-secret) waypost bench --clients 32 --duration 10s
