@@ -89,13 +89,14 @@ func TestAckReplayAfterViewChange(t *testing.T) {
 // (decoded from the stored result): receipts changed and unchanged, a repeated item, with and without a
 // checkpoint, with none stored yet.
 func TestAckResultAsReplayed(t *testing.T) {
-	ctx := context.Background()
 	f := domaintest.New(t, domaintest.MemBackend, nil)
 	sp := f.Space()
 	a, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID)
-	f.Send(a.P, "one", b.ActorID)
-	f.Send(a.P, "two", b.ActorID)
+	for _, text := range []string{"one", "two"} {
+		f.Send(a.P, text, b.ActorID)
+	}
 	items, cur := f.ReadAll(b.P, b.ConsumerID, nil, 10)
+	ctx := context.Background()
 	for i, req := range []domain.AckRequest{
 		{RequestID: "ack-none", ConsumerID: b.ConsumerID, Items: []domain.AckEntry{}},
 		{RequestID: "ack-first", ConsumerID: b.ConsumerID, Items: []domain.AckEntry{{ItemID: items[0].ItemID, Stage: domain.StageReceived}}},
