@@ -236,20 +236,7 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	}
 	if page.HasMore {
 		key.pos = next
-		s.ahead.start(key, s.log, func(ctx context.Context) error {
-			ahead, _, err := s.readFrom(ctx, fs, next, limit)
-			if err != nil || len(ahead.Items) == 0 {
-				return err
-			}
-			// And the receipts an ack of that page reads first (prepareAck), for a store that keeps what it
-			// read, absent keys included.
-			keys := make([]port.Key, len(ahead.Items))
-			for i, it := range ahead.Items {
-				keys[i] = keyReceipt(fs.p.SpaceID, fs.consumer.ConsumerID, it.ItemID)
-			}
-			_, _, err = s.store.GetMany(ctx, keys)
-			return err
-		})
+		s.ahead.start(key, func(ctx context.Context) error { return s.readAheadFrom(ctx, fs, next, limit) })
 	}
 	cp, err := s.checkpoint(ctx, fs)
 	if err != nil {
@@ -257,6 +244,22 @@ func (s *Service) ReadInbox(ctx context.Context, p *Principal, req ReadRequest) 
 	}
 	page.CheckpointCursor = cp
 	return page, nil
+}
+
+// readAheadFrom reads the page of the consumer's feed after pos, which fills the feed cache (readahead.go),
+// and the receipts an ack of that page reads first (prepareAck), for a store that keeps what it read,
+// absent keys included.
+func (s *Service) readAheadFrom(ctx context.Context, fs feedScope, pos uint64, limit int) error {
+	page, _, err := s.readFrom(ctx, fs, pos, limit)
+	if err != nil || len(page.Items) == 0 {
+		return err
+	}
+	keys := make([]port.Key, len(page.Items))
+	for i, it := range page.Items {
+		keys[i] = keyReceipt(fs.p.SpaceID, fs.consumer.ConsumerID, it.ItemID)
+	}
+	_, _, err = s.store.GetMany(ctx, keys)
+	return err
 }
 
 // readFrom reads the page of the consumer's feed after pos, and returns it with the position its next cursor
@@ -287,7 +290,6 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 			page.NextCursor = s.cursorAt(fs, head) // everything up to the head was returned or is invisible
 			return page, head, nil
 		}
-		seq := e.seq
 		fi, err := m.decode(e)
 		if err != nil {
 			return Page{}, 0, err
@@ -300,7 +302,7 @@ func (s *Service) readFrom(ctx context.Context, fs feedScope, pos uint64, limit 
 			}
 			page.Items = append(page.Items, fi)
 		}
-		scanned = seq
+		scanned = e.seq
 	}
 	page.HasMore = true
 	page.NextCursor = s.cursorAt(fs, scanned)

@@ -28,6 +28,7 @@ type readAhead struct {
 	wg       sync.WaitGroup
 	ctx      context.Context // cancelled by close
 	cancel   context.CancelFunc
+	log      *slog.Logger
 }
 
 type readAheadKey struct {
@@ -35,9 +36,9 @@ type readAheadKey struct {
 	pos             uint64
 }
 
-func newReadAhead() *readAhead {
+func newReadAhead(log *slog.Logger) *readAhead {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &readAhead{inflight: map[readAheadKey]chan struct{}{}, ctx: ctx, cancel: cancel}
+	return &readAhead{inflight: map[readAheadKey]chan struct{}{}, ctx: ctx, cancel: cancel, log: log}
 }
 
 // join waits until no read-ahead of key is running (or ctx ends).
@@ -59,7 +60,7 @@ func (a *readAhead) join(ctx context.Context, key readAheadKey) {
 
 // start runs read in the background for key, unless one for key is running, readAheadMax are, or the
 // service is closed.
-func (a *readAhead) start(key readAheadKey, log *slog.Logger, read func(ctx context.Context) error) {
+func (a *readAhead) start(key readAheadKey, read func(ctx context.Context) error) {
 	if a == nil {
 		return
 	}
@@ -83,7 +84,7 @@ func (a *readAhead) start(key readAheadKey, log *slog.Logger, read func(ctx cont
 		ctx, cancel := context.WithTimeout(a.ctx, readAheadTimeout)
 		defer cancel()
 		if err := read(ctx); err != nil && a.ctx.Err() == nil {
-			log.Debug("inbox read-ahead failed", "space_id", key.space, "consumer_id", key.consumer, "error", err)
+			a.log.Debug("inbox read-ahead failed", "space_id", key.space, "consumer_id", key.consumer, "error", err)
 		}
 	}()
 }

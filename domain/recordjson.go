@@ -287,17 +287,27 @@ func appendJSONStringPtr(b []byte, s *string, safe *asciiSafe) []byte {
 }
 
 func appendJSONStrings(b []byte, ss []string, safe *asciiSafe) []byte {
-	if ss == nil {
-		return append(b, "null"...)
+	b, _ = appendJSONArray(b, ss, func(b []byte, s string) ([]byte, bool) { return appendJSONString(b, s, safe), true })
+	return b
+}
+
+// appendJSONArray appends xs as encoding/json writes a slice (null when nil), each element by elem; false
+// when elem reports false for one.
+func appendJSONArray[T any](b []byte, xs []T, elem func([]byte, T) ([]byte, bool)) ([]byte, bool) {
+	if xs == nil {
+		return append(b, "null"...), true
 	}
 	b = append(b, '[')
-	for i, s := range ss {
+	for i, x := range xs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s, safe)
+		var ok bool
+		if b, ok = elem(b, x); !ok {
+			return nil, false
+		}
 	}
-	return append(b, ']')
+	return append(b, ']'), true
 }
 
 const hexDigits = "0123456789abcdef"

@@ -110,9 +110,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
 	s.deletionKick = cfg.DeletionStarted
-	if cfg.ReadAhead {
-		s.ahead = newReadAhead()
-	}
 	s.storage = cfg.Storage
 	s.quotas = DefaultQuotas()
 	if cfg.Quotas != nil {
@@ -146,6 +143,9 @@ func New(cfg Config) (*Service, error) {
 	s.limits.SpaceMaxStoredBytes, s.limits.SpaceMaxItems = s.quotas.MaxStoredBytes, s.quotas.MaxItems
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadAhead {
+		s.ahead = newReadAhead(s.log)
 	}
 	if s.retries <= 0 {
 		s.retries = 8

@@ -79,19 +79,14 @@ func (s *Service) waitOnce(ctx context.Context, fs feedScope, w port.Watch, pos 
 	var pending uint64 // highest announced visible_seq above the head
 	recheck := gapRecheckMin
 	for {
-		page, _, err := s.readFrom(ctx, fs, *pos, limit)
+		page, next, err := s.readFrom(ctx, fs, *pos, limit)
 		if err != nil {
 			return Page{}, false, err
 		}
 		if len(page.Items) > 0 {
 			return page, false, nil
 		}
-		// Nothing visible up to the head: the cursor moved past items determined invisible.
-		b, err := s.cursors.decode(page.NextCursor)
-		if err != nil {
-			return Page{}, false, err
-		}
-		*pos = b.Pos
+		*pos = next // nothing visible up to the head: the cursor moved past items determined invisible
 		if pending <= *pos {
 			pending, recheck = 0, gapRecheckMin
 		}

@@ -31,20 +31,9 @@ func AppendWireString(b []byte, s string) []byte { return appendJSONString(b, s,
 
 func (p Page) appendWire(b []byte) ([]byte, bool) {
 	b = append(b, `{"items":`...)
-	if p.Items == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, it := range p.Items {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = it.appendJSON(b, &wireSafe); !ok {
-				return nil, false
-			}
-		}
-		b = append(b, ']')
+	b, ok := appendJSONArray(b, p.Items, func(b []byte, it FeedItem) ([]byte, bool) { return it.appendJSON(b, &wireSafe) })
+	if !ok {
+		return nil, false
 	}
 	b = append(b, `,"next_cursor":`...)
 	b = appendJSONString(b, p.NextCursor, &wireSafe)
@@ -57,23 +46,14 @@ func (p Page) appendWire(b []byte) ([]byte, bool) {
 
 func (r AckResult) appendWire(b []byte) []byte {
 	b = append(b, `{"receipts":`...)
-	if r.Receipts == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, e := range r.Receipts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"item_id":`...)
-			b = appendJSONString(b, e.ItemID, &wireSafe)
-			b = append(b, `,"stage":`...)
-			b = appendJSONString(b, string(e.Stage), &wireSafe)
-			b = append(b, `,"changed":`...)
-			b = append(appendBool(b, e.Changed), '}')
-		}
-		b = append(b, ']')
-	}
+	b, _ = appendJSONArray(b, r.Receipts, func(b []byte, e AckReceipt) ([]byte, bool) {
+		b = append(b, `{"item_id":`...)
+		b = appendJSONString(b, e.ItemID, &wireSafe)
+		b = append(b, `,"stage":`...)
+		b = appendJSONString(b, string(e.Stage), &wireSafe)
+		b = append(b, `,"changed":`...)
+		return append(appendBool(b, e.Changed), '}'), true
+	})
 	b = append(b, `,"checkpoint_cursor":`...)
 	b = appendJSONStringPtr(b, r.CheckpointCursor, &wireSafe)
 	return append(b, '}')

@@ -127,36 +127,26 @@ func BenchmarkWirePage(b *testing.B) {
 			VisibleSeq: fmt.Sprint(1000 + i), ItemType: ItemMessage, ResourceID: "msg_x", ResourceVersion: 1, ProducerID: "act_01jz8k3m4n5p6q7r8s9t0v1w2x",
 			RecipientIDs: []string{"act_01jz8k3m4n5p6q7r8s9t0v1w2y"}, ThreadID: &thread, CommittedAt: now, Data: data})
 	}
-	b.Run("direct", func(b *testing.B) {
-		b.ReportAllocs()
-		var buf []byte
-		for b.Loop() {
-			buf, _ = AppendWireJSON(buf[:0], page)
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := wireEncoding(page); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	res := SendResult{SubmissionState: StateCommitted, ResourceID: "msg_01jz8k3m4n5p6q7r8s9t0v1w2x", MessageID: "msg_01jz8k3m4n5p6q7r8s9t0v1w2x",
 		ThreadID: thread, CommittedAt: now, VisibleSeq: "123456"}
-	b.Run("send-direct", func(b *testing.B) {
-		b.ReportAllocs()
-		var buf []byte
-		for b.Loop() {
-			buf, _ = AppendWireJSON(buf[:0], res)
-		}
-	})
-	b.Run("send-encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := wireEncoding(res); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"", page}, {"send-", res}} {
+		b.Run(c.name+"direct", func(b *testing.B) {
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				buf, _ = AppendWireJSON(buf[:0], c.v)
 			}
-		}
-	})
+		})
+		b.Run(c.name+"encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := wireEncoding(c.v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

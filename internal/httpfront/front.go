@@ -318,31 +318,13 @@ func parseHead(b []byte, paths []string) (head, bool) {
 		}
 		h.header[key] = append(h.header[key], string(value))
 	}
-	if hosts != 1 || !validHost(h.host) {
+	if hosts != 1 || h.host == "" || !httpguts.ValidHostHeader(h.host) { // net/http's check; it also takes an empty one
 		return head{}, false
 	}
 	if h.contentLength < 0 {
 		h.contentLength = 0
 	}
 	return h, true
-}
-
-// validHost accepts the Host values of the front's clients: a name or address and an optional port, in the
-// characters net/http allows (anything else goes to net/http, which answers 400 or accepts it).
-func validHost(h string) bool {
-	if h == "" {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // serveOne reads the body of the request whose head is h, runs the handler and writes its answer; false

@@ -298,20 +298,29 @@ type txView struct {
 	writes   []write
 }
 
-func (v *txView) Get(k port.Key) (port.Item, bool, error) {
-	key := encodeKey(k)
+// pendingWrite returns the last write of key not yet durable: the commit's own, else its group's, else that
+// of the newest group in flight that wrote it.
+func (v *txView) pendingWrite(key string) (write, bool) {
 	for i := len(v.writes) - 1; i >= 0; i-- {
-		if v.writes[i].key == string(key) {
-			return v.pending(v.writes[i])
+		if v.writes[i].key == key {
+			return v.writes[i], true
 		}
 	}
-	if w, ok := v.g.writes[string(key)]; ok {
-		return v.pending(w)
+	if w, ok := v.g.writes[key]; ok {
+		return w, true
 	}
 	for i := len(v.inflight) - 1; i >= 0; i-- {
-		if w, ok := v.inflight[i].writes[string(key)]; ok {
-			return v.pending(w)
+		if w, ok := v.inflight[i].writes[key]; ok {
+			return w, true
 		}
+	}
+	return write{}, false
+}
+
+func (v *txView) Get(k port.Key) (port.Item, bool, error) {
+	key := encodeKey(k)
+	if w, ok := v.pendingWrite(string(key)); ok {
+		return v.pending(w)
 	}
 	if it, ok := v.hot[string(key)]; ok {
 		return it, true, nil
@@ -344,19 +353,8 @@ func (v *txView) NoneExists(keys []port.Key) (bool, error) {
 		return true, nil
 	}
 	for _, k := range keys {
-		key := keyString(k)
-		for i := range v.writes {
-			if v.writes[i].key == key {
-				return false, nil
-			}
-		}
-		if _, ok := v.g.writes[key]; ok {
+		if _, ok := v.pendingWrite(keyString(k)); ok {
 			return false, nil
-		}
-		for _, g := range v.inflight {
-			if _, ok := g.writes[key]; ok {
-				return false, nil
-			}
 		}
 	}
 	lo, hi := encodeKey(keys[0]), encodeKey(keys[len(keys)-1])
@@ -377,9 +375,7 @@ func (v *txView) NoneExists(keys []port.Key) (bool, error) {
 // before it was created; the groups applied since are still in inflight, which txView.Get consults first.
 // The value is valid until the next read.
 func (s *Store) readDB(key []byte) ([]byte, bool, error) {
-	if s.reader == nil && s.durable == nil {
-		s.inMem = s.memKeys.snapshot() // before the iterators (memKeys)
-	}
+	s.beginReads()
 	if !s.inMem.mayHold(key) {
 		if s.durable == nil {
 			it, err := s.db.NewIter(&pdb.IterOptions{UseL6Filters: true, OnlyReadGuaranteedDurable: true})
@@ -400,9 +396,7 @@ func (s *Store) readDB(key []byte) ([]byte, bool, error) {
 // fullReader returns the committer's iterator over the whole database, memtables included, creating it on
 // the group's first read that needs it.
 func (s *Store) fullReader() (*pdb.Iterator, error) {
-	if s.reader == nil && s.durable == nil {
-		s.inMem = s.memKeys.snapshot() // before the iterators (memKeys)
-	}
+	s.beginReads()
 	if s.reader == nil {
 		// UseL6Filters: pebble skips the bottom level's Bloom filters unless asked, and reads a data block
 		// instead, which costs more than the filter for keys that are absent.
@@ -413,6 +407,14 @@ func (s *Store) fullReader() (*pdb.Iterator, error) {
 		s.reader = it
 	}
 	return s.reader, nil
+}
+
+// beginReads takes, at a group's first read, the memKeys snapshot that tells readDB which iterator to use: before
+// either iterator exists (memKeys).
+func (s *Store) beginReads() {
+	if s.reader == nil && s.durable == nil {
+		s.inMem = s.memKeys.snapshot()
+	}
 }
 
 // seekValue reads key's value through it, an iterator opened with UseL6Filters: one prefix seek, which the
