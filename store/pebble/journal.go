@@ -61,7 +61,7 @@ type journal struct {
 	f    vfs.File // nil until the first record: a store only read (a backup being verified) writes no journal
 	num  uint64   // f's segment number, or the number of the next segment to open while f is nil
 	off  int64    // the end of f's last record
-	good int64    // the end of f's last record that reached the memtable (committed): what a repair keeps
+	good int64    // the end of f's last record that is durable and answered (committed): what a repair keeps
 	rec  []byte   // the record being written, reused
 	werr error    // set once a write or sync failed: the journal takes nothing more until repair
 
@@ -429,7 +429,7 @@ func syncData(f vfs.File) error {
 	}
 }
 
-// committed records that the records written so far reached the memtable: a repair keeps them.
+// committed records that the records written so far are durable and answered: a repair keeps them.
 func (j *journal) committed() { j.good = j.off }
 
 // broken records err as the failure after which the journal takes nothing more, and returns it.

@@ -31,29 +31,32 @@
 //     writes nothing and never affects the others;
 //   - it hands the role to the oldest commit still queued, then, after the previous group, writes the
 //     group's batch to the journal and fsyncs it — itself, with no log-writer goroutine to hand the write to
-//     and be woken by — then applies the batch to pebble's memtable (only then: a memtable flush must never
-//     take a batch whose record is not durable) and answers the group's callers.
+//     and be woken by — and answers the group's callers. A goroutine then applies the batch to pebble's
+//     memtable (only then: a memtable flush must never take a batch whose record is not durable) and
+//     publishes the view after it; reads that start after the answer wait for that view, and the next
+//     group is made durable after it.
 //
 // The committer's reads of keys that no memtable still holds — memKeys keeps Bloom filters of the keys
 // applied since the journal's last flush — go to the tables only, whose Bloom filters answer for an absent
 // key without the walk down pebble's filterless memtable skiplist.
 //
-// A lone commit thus runs in its caller's goroutine from start to end. Under load, one caller evaluates the
+// A lone commit thus runs in its caller's goroutine from start to answer. Under load, one caller evaluates the
 // next group while the previous group waits for its fsync, so a group holds every commit that arrived during
 // the previous sync: one fsync per group.
 //
 // Every caller, whatever its outcome, is answered only after its group and every group before it is
 // durable, so no answer rests on state a crash could still lose. A failure to make a group durable (a
-// journal write or fsync, the memtable, a volume without the room the journal keeps) makes the store refuse
-// writes: that group and every commit until the store recovers fail wrapping port.ErrUnavailable, while
-// reads go on. The store recovers by itself once the volume has room again (recover.go), and a restarted
-// server recovers from the journal. fsync is on unless Options.NoSync is set (tests only).
+// journal write or fsync, a volume without the room the journal keeps) makes the store refuse writes: that
+// group and every commit until the store recovers fail wrapping port.ErrUnavailable, while reads go on. The
+// store recovers by itself once the volume has room again (recover.go), and a restarted server recovers from
+// the journal. (A durable group the memtable refused, which pebble does only once closed, leaves the store
+// refusing writes until a restart replays it.) fsync is on unless Options.NoSync is set (tests only).
 //
 // # Reads
 //
 // Get and Query read a pebble snapshot taken after the last durable group, never data still waiting for its
 // fsync: a reader never sees a write that a crash could take back, and a caller sees its own acknowledged
-// commits.
+// commits (a read that starts after an answer whose batch is still being applied waits for it).
 package pebble
 
 import (
@@ -185,14 +188,20 @@ type Store struct {
 	freeWrites []map[string]write // emptied writes maps of applied groups, for the next groups (writesMap)
 	sortBuf    []string           // buildBatch's keys, kept for the next group
 
-	viewMu     sync.Mutex // guards view, viewClosed, found and absent
+	viewMu     sync.Mutex // guards view, viewClosed, publishing, found and absent
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
+	// publishing is closed once the view after the group answered last is published (applyGroup), nil when
+	// it is: reads wait for it (awaitView).
+	publishing chan struct{}
 	found      readCache      // items Get found, as of view
 	absent     absentKeys     // keys Get and GetMany found absent, as of view
 	snaps      sync.WaitGroup // open snapshots
 
 	failed atomic.Pointer[error] // the storage failure in force; every commit fails with it until recovered
+	// unapplied is set when an answered group could not be applied to the memtable (applyGroup): only a
+	// restart, which replays it from the journal, recovers from that.
+	unapplied atomic.Bool
 
 	fs           vfs.FS
 	dir          string
@@ -211,6 +220,9 @@ type Store struct {
 	// beforeSync, set only by this package's tests before use, runs between a group's journal write and its
 	// fsync.
 	beforeSync func()
+	// beforeApply, set only by this package's tests before use, runs when a group is answered, before its
+	// batch is applied to the memtable.
+	beforeApply func()
 	// afterRepair, set only by this package's tests, runs when a recovery has repaired the journal, before
 	// commits are taken again.
 	afterRepair func()
@@ -387,6 +399,9 @@ func (s *Store) Checkpoint(dir string) error {
 	s.active.Add(1) // Close waits for it before closing the database
 	s.mu.Unlock()
 	defer s.active.Done()
+	s.viewMu.Lock()
+	s.awaitView() // every commit answered so far is applied
+	s.viewMu.Unlock()
 	// Every commit answered so far is in the memtable or the tables; the flush puts all of it in the tables,
 	// which is what a checkpoint copies (it has no journal).
 	// A volume too full for the tables gives the flush up rather than waiting for room for ever.
@@ -486,6 +501,7 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 	items, found := make([]port.Item, len(keys)), make([]bool, len(keys))
 	var miss []int
 	s.viewMu.Lock()
+	s.awaitView()
 	if s.viewClosed {
 		s.viewMu.Unlock()
 		return nil, nil, ErrClosed
@@ -777,6 +793,7 @@ type snapView struct {
 func (s *Store) acquire() (*snapView, error) {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
+	s.awaitView()
 	if s.viewClosed {
 		return nil, ErrClosed
 	}
@@ -796,7 +813,7 @@ func (s *Store) release(v *snapView) {
 }
 
 // publishView makes a snapshot of the database as it is now, after the group that wrote writes, the view of
-// later reads.
+// later reads, and lets the reads waiting for it go on.
 func (s *Store) publishView(writes map[string]write) {
 	s.snaps.Add(1)
 	next := &snapView{snap: s.db.NewSnapshot(), refs: 1}
@@ -805,8 +822,24 @@ func (s *Store) publishView(writes map[string]write) {
 	s.view = next
 	s.found.apply(writes)
 	s.absent.apply(writes)
+	if s.publishing != nil {
+		close(s.publishing)
+		s.publishing = nil
+	}
 	s.viewMu.Unlock()
 	s.release(old)
+}
+
+// awaitView waits, with viewMu held (and released while waiting), until the view after every answered
+// group is published: a group is answered once durable, and applied to the memtable and published just
+// after (applyGroup), so a read that starts after a commit's answer reads that commit.
+func (s *Store) awaitView() {
+	for s.publishing != nil {
+		wait := s.publishing
+		s.viewMu.Unlock()
+		<-wait
+		s.viewMu.Lock()
+	}
 }
 
 // getter is what point reads go through: the database or a snapshot of it.

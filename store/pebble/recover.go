@@ -193,6 +193,9 @@ func (s *Store) recoverLoop() {
 // once meanwhile), waits for the last group to be answered, repairs the journal, drops the committer's
 // state of failed groups and takes commits again.
 func (s *Store) recover() error {
+	if s.unapplied.Load() {
+		return errors.New("an answered group is not in the memtable: restart the server, which replays it from the journal")
+	}
 	for {
 		s.mu.Lock()
 		if s.closing {
