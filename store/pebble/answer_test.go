@@ -11,8 +11,9 @@ import (
 )
 
 // TestReadsAfterAnAnswerSeeIt: a group is answered once its record is durable and reaches the memtable just
-// after (applyGroup); a Get, GetMany, Query or Checkpoint that starts after the answer waits for that and
-// returns the commit, and Close waits for it too.
+// after (applyGroup). Reads that start after the answer return the commit: Get, GetMany and Head at once,
+// from the group's writes; a Query of a partition the group wrote, and Checkpoint, once the group's view is
+// published; a Query of another partition at once. Close waits for the group too.
 func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "items")
@@ -20,10 +21,26 @@ func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := port.Key{PK: "P", SK: "k"}
-	put(t, s, k, []byte("1"))
-	if _, _, err := s.Get(ctx, k); err != nil { // after the first group's apply began: the hook is for the second
-		t.Fatal(err)
+	k, other, ctr := port.Key{PK: "P", SK: "k"}, port.Key{PK: "Q", SK: "k"}, port.Key{PK: "C", SK: "ctr"}
+	seq := port.Sequence{Counter: ctr}
+	commit := func(data string) {
+		t.Helper()
+		if _, err := s.Commit(ctx, port.Tx{Counter: &ctr, Count: 1, Max: 1 << 40, Build: func(uint64) ([]port.Op, error) {
+			return []port.Op{port.Put(port.Item{Key: k, Data: []byte(data)}, port.Cond{})}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("1")
+	put(t, s, other, []byte("q"))
+	for { // until the last group's view is published: no apply is left to read the hook but the next group's
+		s.viewMu.Lock()
+		pending := s.pending
+		s.viewMu.Unlock()
+		if pending == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 
 	release := make(chan struct{})
@@ -31,27 +48,37 @@ func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	first := s
 	t.Cleanup(func() { free(); _ = first.Close() }) // a failed check does not leave the store waiting
-	s.beforeApply = func() { <-release }            // read by the second group's apply only (no other commit follows)
-	put(t, s, k, []byte("2"))                       // answered; its batch waits for release
+	s.beforeApply = func() { <-release }            // read by the next group's apply only (no other commit follows)
+	commit("2")                                     // answered; its batch waits for release
 
+	// At once, from the group's writes.
+	if it, found, err := s.Get(ctx, k); err != nil || !found || string(it.Data) != "2" {
+		t.Fatalf("Get after the answer: %q %v %v, want %q", it.Data, found, err, "2")
+	}
+	if its, found, err := s.GetMany(ctx, []port.Key{k, {PK: "P", SK: "none"}, other}); err != nil || !found[0] || string(its[0].Data) != "2" ||
+		found[1] || string(its[2].Data) != "q" {
+		t.Fatalf("GetMany after the answer: %v %v %v", its, found, err)
+	}
+	if it, _, _ := s.Get(ctx, k); true {
+		it.Data[0] = 'X' // a caller may change what it got
+		if again, _, _ := s.Get(ctx, k); string(again.Data) != "2" {
+			t.Fatalf("a caller's change reached the store: %q", again.Data)
+		}
+	}
+	if n, err := s.Head(ctx, seq); err != nil || n != 2 {
+		t.Fatalf("Head after the answer: %d, %v; want 2", n, err)
+	}
+	if its, err := s.Query(ctx, port.Query{PK: "Q", Limit: 10}); err != nil || len(its) != 1 || string(its[0].Data) != "q" {
+		t.Fatalf("Query of a partition the group did not write: %v, %v", its, err)
+	}
+
+	// Once the group's view is published.
 	type read struct {
 		what string
 		data string
 		err  error
 	}
-	reads := make(chan read, 4)
-	go func() {
-		it, _, err := s.Get(ctx, k)
-		reads <- read{"Get", string(it.Data), err}
-	}()
-	go func() {
-		its, _, err := s.GetMany(ctx, []port.Key{k, {PK: "P", SK: "other"}})
-		var data string
-		if err == nil {
-			data = string(its[0].Data)
-		}
-		reads <- read{"GetMany", data, err}
-	}()
+	reads := make(chan read, 2)
 	go func() {
 		its, err := s.Query(ctx, port.Query{PK: "P", Limit: 10})
 		var data string
@@ -77,7 +104,7 @@ func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	free()
-	for range 4 {
+	for range 2 {
 		if r := <-reads; r.err != nil || r.data != "2" {
 			t.Errorf("%s after the answer: %q, %v; want %q", r.what, r.data, r.err, "2")
 		}

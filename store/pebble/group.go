@@ -238,7 +238,7 @@ func (s *Store) makeDurable(g *group) {
 				s.onBatch(len(g.reqs), time.Since(start))
 			}
 			s.viewMu.Lock()
-			s.publishing = make(chan struct{}) // closed by publishView
+			s.pending, s.publishing = g, make(chan struct{}) // until publishView
 			s.viewMu.Unlock()
 			s.active.Add(1) // Close waits for the apply
 			s.answer(g, nil)
@@ -279,8 +279,7 @@ func (s *Store) applyGroup(g *group) {
 		s.unapplied.Store(true)
 		_ = s.fail(fmt.Errorf("applying a durable group to the memtable: %w", mapErr(err)))
 		s.viewMu.Lock()
-		close(s.publishing) // reads go on from the last view
-		s.publishing = nil
+		s.endPending() // reads go on from the last view
 		s.viewMu.Unlock()
 	} else {
 		s.publishView(g.writes)

@@ -69,6 +69,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -191,8 +192,11 @@ type Store struct {
 	viewMu     sync.Mutex // guards view, viewClosed, publishing, found and absent
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
-	// publishing is closed once the view after the group answered last is published (applyGroup), nil when
-	// it is: reads wait for it (awaitView).
+	// pending is the group answered last while its view is not published yet (applyGroup), nil when it is;
+	// publishing is closed when it is. At most one group is pending: the next is made durable after it.
+	// GetMany reads the keys pending wrote from its writes (durable, and answered); a Query of a partition
+	// it wrote, and Checkpoint, wait for its view (awaitView).
+	pending    *group
 	publishing chan struct{}
 	found      readCache      // items Get found, as of view
 	absent     absentKeys     // keys Get and GetMany found absent, as of view
@@ -501,13 +505,16 @@ func (s *Store) getMany(ctx context.Context, keys []port.Key) ([]port.Item, []bo
 	items, found := make([]port.Item, len(keys)), make([]bool, len(keys))
 	var miss []int
 	s.viewMu.Lock()
-	s.awaitView()
 	if s.viewClosed {
 		s.viewMu.Unlock()
 		return nil, nil, ErrClosed
 	}
 	for i := range keys {
-		if it, ok := s.found[string(encoded[i])]; ok {
+		if w, ok := s.pendingWrite(string(encoded[i])); ok {
+			if !w.del {
+				items[i], found[i] = cachedItem(w.item).share(), true
+			}
+		} else if it, ok := s.found[string(encoded[i])]; ok {
 			items[i], found[i] = it.share(), true
 		} else if !s.absent.has(string(encoded[i])) {
 			miss = append(miss, i)
@@ -661,7 +668,7 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pebble: query: %w", err)
 	}
-	v, err := s.acquire()
+	v, err := s.acquire(q.PK)
 	if err != nil {
 		return nil, fmt.Errorf("pebble: query: %w", err)
 	}
@@ -677,27 +684,21 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 func (s *Store) DropSequence(context.Context, port.Sequence, int) (int, error) { return 0, nil }
 
 // Head returns the visible head of a sequence as of the last durable commit: its counter, which kv.Commit
-// allocates inside the transaction that writes the slots (see kv.Head).
+// allocates inside the transaction that writes the slots (see kv.Head), read as GetMany reads.
 func (s *Store) Head(ctx context.Context, seq port.Sequence) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("pebble: head: %w", err)
 	}
-	v, err := s.acquire()
+	items, found, err := s.getMany(ctx, []port.Key{seq.Counter})
+	if err != nil {
+		return 0, fmt.Errorf("pebble: head: read counter %s: %w", seq.Counter, err)
+	}
+	n, err := kv.CounterValue(items[0], found[0])
 	if err != nil {
 		return 0, fmt.Errorf("pebble: head: %w", err)
 	}
-	defer s.release(v)
-	n, err := kv.Head(snapGetter{v.snap}, seq)
-	if err != nil {
-		return 0, fmt.Errorf("pebble: %w", err)
-	}
 	return n, nil
 }
-
-// snapGetter reads single items of a snapshot for kv.Head.
-type snapGetter struct{ snap *pdb.Snapshot }
-
-func (g snapGetter) Get(k port.Key) (port.Item, bool, error) { return get(g.snap, k) }
 
 // Commit applies tx all or nothing and returns once it is durable (see the package documentation).
 func (s *Store) Commit(ctx context.Context, tx port.Tx) (uint64, error) {
@@ -789,11 +790,15 @@ type snapView struct {
 	refs int // guarded by Store.viewMu
 }
 
-// acquire returns the current durable view, referenced until release.
-func (s *Store) acquire() (*snapView, error) {
+// acquire returns the current durable view for a read of partition pk, referenced until release: the view
+// after every answered group (awaitView) when the pending group wrote in pk, else the last one published,
+// which holds the same items of pk.
+func (s *Store) acquire(pk string) (*snapView, error) {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
-	s.awaitView()
+	if s.pendingWrote(pk) {
+		s.awaitView()
+	}
 	if s.viewClosed {
 		return nil, ErrClosed
 	}
@@ -822,20 +827,49 @@ func (s *Store) publishView(writes map[string]write) {
 	s.view = next
 	s.found.apply(writes)
 	s.absent.apply(writes)
-	if s.publishing != nil {
-		close(s.publishing)
-		s.publishing = nil
-	}
+	s.endPending()
 	s.viewMu.Unlock()
 	s.release(old)
 }
 
-// awaitView waits, with viewMu held (and released while waiting), until the view after every answered
-// group is published: a group is answered once durable, and applied to the memtable and published just
-// after (applyGroup), so a read that starts after a commit's answer reads that commit.
+// endPending marks the pending group's view published (or given up), with viewMu held: the reads waiting for
+// it go on, and nothing reads the group's writes any more, which the committer may then reuse.
+func (s *Store) endPending() {
+	if s.publishing != nil {
+		close(s.publishing)
+	}
+	s.pending, s.publishing = nil, nil
+}
+
+// pendingWrite returns the pending group's write of the encoded key, with viewMu held.
+func (s *Store) pendingWrite(key string) (write, bool) {
+	if s.pending == nil {
+		return write{}, false
+	}
+	w, ok := s.pending.writes[key]
+	return w, ok
+}
+
+// pendingWrote reports whether the pending group wrote in partition pk, with viewMu held.
+func (s *Store) pendingWrote(pk string) bool {
+	if s.pending == nil {
+		return false
+	}
+	prefix := string(encodeKey(port.Key{PK: pk}))
+	for k := range s.pending.writes {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitView waits, with viewMu held (and released while waiting), until the view after every group answered
+// so far is published: a group is answered once durable, and applied to the memtable and published just
+// after (applyGroup), so a read that starts after a commit's answer reads that commit. A group answered
+// while it waits is not waited for: it is concurrent with the read.
 func (s *Store) awaitView() {
-	for s.publishing != nil {
-		wait := s.publishing
+	if wait := s.publishing; wait != nil {
 		s.viewMu.Unlock()
 		<-wait
 		s.viewMu.Lock()
