@@ -3,8 +3,10 @@ package domaintest_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/waypost/waypost/domain"
@@ -189,5 +191,101 @@ func inboxEntryCopies(t *testing.T, costly bool) {
 	seq, _ := port.ParseSlotSK(entries[1].SK)
 	if len(findings) != 1 || findings[0].Kind != "inbox_entry" || findings[0].ID != fmt.Sprintf("%s@%d", b.ActorID, seq) || findings[0].Problem != domain.ProblemMissingRecord {
 		t.Fatalf("verify found %+v, want the inbox entry of %s at %d", findings, b.ActorID, seq)
+	}
+}
+
+// feedReads counts how the feed slots of inbox entries are read: through GetMany, or through range queries
+// of the feed partition.
+type feedReads struct {
+	port.ItemStore
+	gets, queries *atomic.Int64
+}
+
+func (s feedReads) GetMany(ctx context.Context, keys []port.Key) ([]port.Item, []bool, error) {
+	for _, k := range keys {
+		if strings.HasPrefix(k.PK, "FD#") {
+			s.gets.Add(1)
+			break
+		}
+	}
+	return s.ItemStore.GetMany(ctx, keys)
+}
+
+func (s feedReads) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
+	if strings.HasPrefix(q.PK, "FD#") {
+		s.queries.Add(1)
+	}
+	return s.ItemStore.Query(ctx, q)
+}
+
+// TestInboxReadsDenseRuns: an inbox whose entries fill at least half of the feed range they span reads their
+// feed slots with one range query of the feed partition, a sparse one with GetMany; both read the items the
+// inbox holds, in order, and a slot gone from a dense run is an error, never an item left out.
+func TestInboxReadsDenseRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every int // one message in every this many goes to another actor
+		dense bool
+	}{{"dense", 3, true}, {"sparse", 1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gets, queries atomic.Int64
+			var store port.ItemStore
+			f := domaintest.New(t, func(t testing.TB) domaintest.Backend {
+				b := domaintest.MemBackend(t)
+				b.Store = feedReads{b.Store, &gets, &queries}
+				store = b.Store
+				return b
+			}, nil)
+			ctx := context.Background()
+			sp := f.Space()
+			a, b, c := f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+			var want []string // the visible_seq of b's messages
+			for i := range 40 {
+				switch {
+				case tc.dense && i%tc.every == 0, !tc.dense && i%4 != 0:
+					f.Send(a.P, "not for b", c.ActorID)
+				default:
+					want = append(want, f.Send(a.P, "for b", b.ActorID).VisibleSeq)
+				}
+			}
+			gets.Store(0)
+			queries.Store(0)
+			other := f.OtherProcess() // nothing decoded yet: every slot is read from the store
+			var got []string
+			var cursor *string
+			for {
+				// Pages of 15 over 26 entries (dense): runs of 16 (the page and the entry after it) and 10.
+				page, err := other.ReadInbox(ctx, b.P, domain.ReadRequest{ConsumerID: b.ConsumerID, Cursor: cursor, Limit: 15})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range page.Items {
+					got = append(got, it.VisibleSeq)
+				}
+				if !page.HasMore {
+					break
+				}
+				cursor = &page.NextCursor
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("the inbox reads %v, want %v", got, want)
+			}
+			if dense := queries.Load() > 0; dense != tc.dense || (dense && gets.Load() > 0) || (!dense && gets.Load() == 0) {
+				t.Fatalf("feed slots read by %d range queries and %d GetMany calls, want the dense path %v", queries.Load(), gets.Load(), tc.dense)
+			}
+			if !tc.dense {
+				return
+			}
+			// A slot gone from the middle of a dense run.
+			seq, _ := strconv.ParseUint(want[len(want)/2], 10, 64)
+			if _, err := store.Commit(ctx, port.Tx{Build: func(uint64) ([]port.Op, error) {
+				return []port.Op{port.Delete(port.Key{PK: "FD#" + sp.SpaceID, SK: port.SlotSK(seq)}, port.Cond{})}, nil
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.OtherProcess().ReadInbox(ctx, b.P, domain.ReadRequest{ConsumerID: b.ConsumerID, Limit: 200}); err == nil || !strings.Contains(err.Error(), "no feed slot") {
+				t.Fatalf("reading a dense run whose slot %d is gone: %v", seq, err)
+			}
+		})
 	}
 }

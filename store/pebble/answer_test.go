@@ -12,8 +12,8 @@ import (
 
 // TestReadsAfterAnAnswerSeeIt: a group is answered once its record is durable and reaches the memtable just
 // after (applyGroup). Reads that start after the answer return the commit: Get, GetMany and Head at once,
-// from the group's writes; a Query of a partition the group wrote, and Checkpoint, once the group's view is
-// published; a Query of another partition at once. Close waits for the group too.
+// from the group's writes; a Query of a range the group wrote in, and Checkpoint, once the group's view is
+// published; a Query of another partition or range at once. Close waits for the group too.
 func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "items")
@@ -70,6 +70,9 @@ func TestReadsAfterAnAnswerSeeIt(t *testing.T) {
 	}
 	if its, err := s.Query(ctx, port.Query{PK: "Q", Limit: 10}); err != nil || len(its) != 1 || string(its[0].Data) != "q" {
 		t.Fatalf("Query of a partition the group did not write: %v, %v", its, err)
+	}
+	if its, err := s.Query(ctx, port.Query{PK: "P", UpTo: "j", Limit: 10}); err != nil || len(its) != 0 {
+		t.Fatalf("Query of a range of P the group did not write: %v, %v", its, err)
 	}
 
 	// Once the group's view is published.

@@ -668,7 +668,7 @@ func (s *Store) Query(ctx context.Context, q port.Query) ([]port.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pebble: query: %w", err)
 	}
-	v, err := s.acquire(q.PK)
+	v, err := s.acquire(q)
 	if err != nil {
 		return nil, fmt.Errorf("pebble: query: %w", err)
 	}
@@ -790,13 +790,13 @@ type snapView struct {
 	refs int // guarded by Store.viewMu
 }
 
-// acquire returns the current durable view for a read of partition pk, referenced until release: the view
-// after every answered group (awaitView) when the pending group wrote in pk, else the last one published,
-// which holds the same items of pk.
-func (s *Store) acquire(pk string) (*snapView, error) {
+// acquire returns the current durable view for q, referenced until release: the view after every answered
+// group (awaitView) when the pending group wrote within q's range, else the last one published, which holds
+// the same items there.
+func (s *Store) acquire(q port.Query) (*snapView, error) {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
-	if s.pendingWrote(pk) {
+	if s.pendingWrote(q) {
 		s.awaitView()
 	}
 	if s.viewClosed {
@@ -850,14 +850,15 @@ func (s *Store) pendingWrite(key string) (write, bool) {
 	return w, ok
 }
 
-// pendingWrote reports whether the pending group wrote in partition pk, with viewMu held.
-func (s *Store) pendingWrote(pk string) bool {
+// pendingWrote reports whether the pending group wrote within q's range (its partition, between After and
+// UpTo), with viewMu held.
+func (s *Store) pendingWrote(q port.Query) bool {
 	if s.pending == nil {
 		return false
 	}
-	prefix := string(encodeKey(port.Key{PK: pk}))
+	prefix := string(encodeKey(port.Key{PK: q.PK}))
 	for k := range s.pending.writes {
-		if strings.HasPrefix(k, prefix) {
+		if sk, ok := strings.CutPrefix(k, prefix); ok && (q.After == "" || sk > q.After) && (q.UpTo == "" || sk <= q.UpTo) {
 			return true
 		}
 	}
