@@ -280,7 +280,9 @@ func (bc *benchConn) do(ctx context.Context, method, path, token string, body, o
 	if out == nil {
 		env.Data = new(jsontext.Value)
 	}
-	if err := jsonv2.Unmarshal(data, &env); err != nil {
+	// The server's answers repeat no member name: the decoder need not track the names it saw (a fifth of
+	// the decoding of a 50-item page).
+	if err := jsonv2.Unmarshal(data, &env, jsontext.AllowDuplicateNames(true)); err != nil {
 		return &benchError{code: fmt.Sprintf("http_%d", status), err: errors.New("response is not a JSON envelope of the expected shape")}
 	}
 	if !env.OK {
