@@ -882,10 +882,7 @@ type getter interface {
 	Get(key []byte) ([]byte, io.Closer, error)
 }
 
-// get reads and decodes one item through r.
-func get(r getter, key port.Key) (port.Item, bool, error) { return getKey(r, key, encodeKey(key)) }
-
-// getKey is get for a key already encoded (ek).
+// getKey reads and decodes one item through r, its key already encoded (ek).
 func getKey(r getter, key port.Key, ek []byte) (port.Item, bool, error) {
 	val, closer, err := r.Get(ek)
 	if errors.Is(err, pdb.ErrNotFound) {
