@@ -449,10 +449,14 @@ func (s *Service) feedSlotsOf(ctx context.Context, space string, items []port.It
 	if len(keys) == 0 {
 		return nil, nil, nil, nil
 	}
-	if first, last, ok := denseRun(refs); ok {
-		return s.feedSlotRange(ctx, space, refs, first, last)
+	var slots []port.Item
+	var found []bool
+	var err error
+	if denseRun(refs) {
+		slots, found, err = s.feedSlotRange(ctx, space, refs)
+	} else {
+		slots, found, err = s.store.GetMany(ctx, keys)
 	}
-	slots, found, err := s.store.GetMany(ctx, keys)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reading the feed slots of inbox entries: %w", err)
 	}
@@ -465,29 +469,30 @@ const (
 	denseRunSpan = 2 // at most this many slots in the range per slot wanted
 )
 
-// denseRun reports whether the slots of refs, in ascending seq order, fill at least half of the range
-// [first, last] they span, with at least denseRunMin of them: an inbox whose actor receives most of the
-// space's items, the usual case. One range query reads such a run with half the CPU of point reads, or less,
-// in the embedded store (BenchmarkFeedSlots in store/pebble).
-func denseRun(refs []slotRef) (first, last uint64, ok bool) {
+// denseRun reports whether the slots of refs, in ascending seq order, fill at least half of the range they
+// span, with at least denseRunMin of them: an inbox whose actor receives most of the space's items, the
+// usual case. One range query reads such a run with half the CPU of point reads, or less, in the embedded
+// store (BenchmarkFeedSlots in store/pebble).
+func denseRun(refs []slotRef) bool {
 	if len(refs) < denseRunMin {
-		return 0, 0, false
+		return false
 	}
 	for i := 1; i < len(refs); i++ {
 		if refs[i].seq <= refs[i-1].seq {
-			return 0, 0, false
+			return false
 		}
 	}
-	first, last = refs[0].seq, refs[len(refs)-1].seq
-	return first, last, first > 0 && last-first < uint64(denseRunSpan*len(refs))
+	first, last := refs[0].seq, refs[len(refs)-1].seq
+	return first > 0 && last-first < uint64(denseRunSpan*len(refs))
 }
 
-// feedSlotRange reads the feed slots of refs, a dense run from first to last (denseRun), with one range
-// query of the feed partition: slots[i] is the slot of refs[i], found[i] whether it exists.
-func (s *Service) feedSlotRange(ctx context.Context, space string, refs []slotRef, first, last uint64) ([]slotRef, []port.Item, []bool, error) {
+// feedSlotRange reads the feed slots of refs, a dense run (denseRun), with one range query of the feed
+// partition: slots[i] is the slot of refs[i], found[i] whether it exists.
+func (s *Service) feedSlotRange(ctx context.Context, space string, refs []slotRef) ([]port.Item, []bool, error) {
+	first, last := refs[0].seq, refs[len(refs)-1].seq
 	items, err := s.store.Query(ctx, port.Query{PK: pkFeed(space), After: seqSK(first - 1), UpTo: seqSK(last), Limit: int(last - first + 1)})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the feed slots of inbox entries: %w", err)
+		return nil, nil, err
 	}
 	slots, found := make([]port.Item, len(refs)), make([]bool, len(refs))
 	j := 0
@@ -500,7 +505,7 @@ func (s *Service) feedSlotRange(ctx context.Context, space string, refs []slotRe
 			slots[n], found[n] = items[j], true
 		}
 	}
-	return refs, slots, found, nil
+	return slots, found, nil
 }
 
 // checkpoint returns the stored checkpoint cursor of the consumer's current view and rights.

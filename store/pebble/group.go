@@ -219,11 +219,11 @@ func (s *Store) buildBatch(g *group) {
 
 // makeDurable writes the group's batch to the journal and fsyncs it (one fsync for the group), after the
 // previous group's, and answers the group's callers as soon as the record is durable; the batch then
-// reaches the memtable and the new durable view is published in the background (applyGroup). Reads that
-// start after the answer wait for that view (awaitView), so a caller still reads its own acknowledged
-// commit, and the next group is made durable only after it (prevSynced): the memtable takes batches in
-// journal order. The answer thus no longer waits for the memtable insert and the view (docs/benchmarks.md,
-// "answered at the fsync").
+// reaches the memtable and the new durable view is published in the background (applyGroup). Until then
+// the group is the store's pending group, which reads that start after the answer read (GetMany) or wait
+// for (awaitView), so a caller still reads its own acknowledged commit. The next group is made durable only
+// after it (prevSynced): the memtable takes batches in journal order (docs/decisions.md, "Answered at the
+// fsync").
 func (s *Store) makeDurable(g *group) {
 	if g.prevSynced != nil {
 		<-g.prevSynced
@@ -246,12 +246,18 @@ func (s *Store) makeDurable(g *group) {
 			return
 		}
 	}
+	s.finish(g)
+	s.answer(g, err)
+}
+
+// finish releases a group's batch and lets the committer recycle its writes and the next group be made
+// durable.
+func (s *Store) finish(g *group) {
 	if g.batch != nil {
 		_ = g.batch.Close()
 	}
 	g.applied.Store(true)
 	close(g.synced)
-	s.answer(g, err)
 }
 
 // answer closes the done channel of every commit of g; err, when not nil, replaces every outcome that is
@@ -284,9 +290,7 @@ func (s *Store) applyGroup(g *group) {
 	} else {
 		s.publishView(g.writes)
 	}
-	_ = g.batch.Close()
-	g.applied.Store(true)
-	close(g.synced)
+	s.finish(g)
 }
 
 // logBatch makes a group's batch durable: its record is written to the journal and synced. The batch

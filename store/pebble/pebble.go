@@ -33,8 +33,8 @@
 //     group's batch to the journal and fsyncs it — itself, with no log-writer goroutine to hand the write to
 //     and be woken by — and answers the group's callers. A goroutine then applies the batch to pebble's
 //     memtable (only then: a memtable flush must never take a batch whose record is not durable) and
-//     publishes the view after it; reads that start after the answer wait for that view, and the next
-//     group is made durable after it.
+//     publishes the view after it (reads that start after the answer read the group: see Reads), and the
+//     next group is made durable after it.
 //
 // The committer's reads of keys that no memtable still holds — memKeys keeps Bloom filters of the keys
 // applied since the journal's last flush — go to the tables only, whose Bloom filters answer for an absent
@@ -56,7 +56,8 @@
 //
 // Get and Query read a pebble snapshot taken after the last durable group, never data still waiting for its
 // fsync: a reader never sees a write that a crash could take back, and a caller sees its own acknowledged
-// commits (a read that starts after an answer whose batch is still being applied waits for it).
+// commits. Between a group's answer and its view, GetMany and Head read the keys the group wrote from its
+// writes, and a Query of a range it wrote in waits for its view.
 package pebble
 
 import (
@@ -189,13 +190,13 @@ type Store struct {
 	freeWrites []map[string]write // emptied writes maps of applied groups, for the next groups (writesMap)
 	sortBuf    []string           // buildBatch's keys, kept for the next group
 
-	viewMu     sync.Mutex // guards view, viewClosed, publishing, found and absent
+	viewMu     sync.Mutex // guards view, viewClosed, pending, publishing, found and absent
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
 	// pending is the group answered last while its view is not published yet (applyGroup), nil when it is;
 	// publishing is closed when it is. At most one group is pending: the next is made durable after it.
-	// GetMany reads the keys pending wrote from its writes (durable, and answered); a Query of a partition
-	// it wrote, and Checkpoint, wait for its view (awaitView).
+	// GetMany reads the keys pending wrote from its writes (durable, and answered); a Query of a range it
+	// wrote in, and Checkpoint, wait for its view (awaitView).
 	pending    *group
 	publishing chan struct{}
 	found      readCache      // items Get found, as of view
