@@ -152,8 +152,8 @@ type ackPlan struct {
 
 func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, want map[string]Stage, hasCP bool, cpPos uint64) (*onceTx, error) {
 	p, space, consumer := fs.p, fs.p.SpaceID, fs.consumer.ConsumerID
-	var plans []*ackPlan
-	var ops []port.Op
+	plans := make([]ackPlan, len(order))
+	ops := make([]port.Op, 0, len(order)+2) // generation check, receipts, checkpoint
 	ops = append(ops, genCheck(p))
 	var emits uint64
 	ackedItems, err := s.feedItems(ctx, fs, order)
@@ -170,7 +170,8 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 	}
 	for i, id := range order {
 		acked, rec, found := ackedItems[i], recs[i], recFound[i]
-		pl := &ackPlan{acked: acked, rec: rec, prevVer: rec.Version, entry: AckReceipt{ItemID: id, Stage: rec.Stage}}
+		pl := &plans[i]
+		*pl = ackPlan{acked: acked, rec: rec, prevVer: rec.Version, entry: AckReceipt{ItemID: id, Stage: rec.Stage}}
 		if want[id].rank() > rec.Stage.rank() {
 			if !found {
 				pl.rec.ReceiptID = s.ids.NewID("rcpt")
@@ -187,7 +188,6 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 			}
 			ops = append(ops, port.Put(item(keyReceipt(space, consumer, id), pl.rec, attrVersion, itoa(pl.rec.Version)), cond))
 		}
-		plans = append(plans, pl)
 	}
 	// Checkpoint: per consumer, view revision and grant fingerprint; only moves forward (RFC §8.3).
 	cpKey := keyCheckpoint(space, consumer, fs.consumer.ViewRevision, fs.binding.GrantFP)
@@ -221,12 +221,13 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 		usage = &port.Quota{} // receipts count in the space's stored bytes; an ack is never refused (quota.go)
 	}
 	return &onceTx{resourceID: consumer, seqSpace: space, count: emits, quota: usage, build: func(first uint64) ([]port.Op, any, []port.Published) {
-		out := append([]port.Op(nil), ops...)
-		res := AckResult{Receipts: []AckReceipt{}, CheckpointCursor: cpOut}
-		var pub []port.Published
+		out := append(make([]port.Op, 0, len(ops)+2*int(emits)), ops...) // two ops a receipt item
+		res := AckResult{Receipts: make([]AckReceipt, 0, len(plans)), CheckpointCursor: cpOut}
+		pub := make([]port.Published, 0, emits)
 		now := s.clock.Now().UTC()
 		seq := first
-		for _, pl := range plans {
+		for i := range plans {
+			pl := &plans[i]
 			res.Receipts = append(res.Receipts, pl.entry)
 			if !pl.emit {
 				continue
@@ -237,7 +238,7 @@ func (s *Service) prepareAck(ctx context.Context, fs feedScope, order []string, 
 				RecipientIDs: []string{pl.acked.ProducerID}, ThreadID: pl.acked.ThreadID, CommittedAt: now,
 				Data: encode(ReceiptItemData{ConsumerID: consumer, AckedItemID: pl.acked.ItemID, ResourceID: pl.acked.ResourceID,
 					Stage: pl.rec.Stage, ReceiptVersion: pl.rec.Version})}
-			data := encode(fi)
+			data := encodeFeedItem(fi)
 			out = append(out,
 				port.Put(port.Item{Key: keyFeed(space, seq), Data: data}, port.NotExists()),
 				s.inboxEntryPut(space, pl.acked.ProducerID, seq, data))

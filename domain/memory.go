@@ -511,7 +511,7 @@ func (s *Service) publishOnce(ctx context.Context, p *Principal, coll Collection
 		pub = port.Published{SpaceID: p.SpaceID, VisibleSeq: seq, ItemID: fi.ItemID}
 		newColl := coll
 		newColl.CurrentRevision = next
-		fiData := encode(fi)
+		fiData := encodeFeedItem(fi)
 		return []port.Op{
 			port.Put(item(key, sub, attrState, string(StateCommitted)), port.NotExists()),
 			genCheck(p),

@@ -158,6 +158,37 @@ func TestRecordJSONFastPath(t *testing.T) {
 	}
 }
 
+// TestRecordJSONOneBuffer: the feed item of a receipt and the message of a send with a body stored apart
+// (digest and size included), with IDs as the service makes them, are each written into one buffer, sized
+// before writing (sizeHint): growing it at its end would copy the whole record again.
+func TestRecordJSONOneBuffer(t *testing.T) {
+	now := time.Now().UTC()
+	id := func(prefix string) string { return prefix + "_01jz8k3m4n5p6q7r8s9t0v1w2x" }
+	thread := id("thr")
+	receipt := FeedItem{ItemID: "it_2n9c_0ffee161d980ea93", SpaceID: id("sp"), VisibleSeq: "123456", ItemType: ItemReceipt,
+		ResourceID: id("rcpt"), ResourceVersion: 1, ProducerID: id("act"), RecipientIDs: []string{id("act")}, ThreadID: &thread,
+		CommittedAt: now, Data: encode(ReceiptItemData{ConsumerID: id("con"), AckedItemID: "it_2n9b_0ffee161d980ea93",
+			ResourceID: id("msg"), Stage: StageProcessed, ReceiptVersion: 2})}
+	message := storedMessage{Message: Message{MessageID: id("msg"), SpaceID: id("sp"), ProducerID: id("act"), ThreadID: thread,
+		InReplyTo: &thread, Kind: "message", Subject: "a subject of some length", Body: MessageBody{Text: string(bytes.Repeat([]byte("x"), 600))},
+		RecipientIDs: []string{id("act"), id("act")}, AttachmentIDs: []string{id("blob")}, Metadata: json.RawMessage(`{"k":"v"}`),
+		CommittedAt: now, EnvelopeVersion: 1, VisibleSeq: "123456"},
+		BodySHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", BodySize: 612}
+	for _, c := range []struct {
+		name string
+		enc  func() []byte
+		want float64
+	}{
+		{"receipt feed item", func() []byte { return encodeFeedItem(receipt) }, 1},
+		{"message", func() []byte { return encode(message) }, 2}, // the buffer and encode's interface value
+	} {
+		var kept []byte // kept, as the service keeps a record: a buffer that did not escape could be on the stack
+		if allocs := testing.AllocsPerRun(20, func() { kept = c.enc() }); allocs != c.want || len(kept) == 0 {
+			t.Errorf("%s: %.0f allocations, want %.0f", c.name, allocs, c.want)
+		}
+	}
+}
+
 // BenchmarkEncodeSendRecords encodes the records one 600-byte send writes (submission, message, feed item
 // and its data), with encode and with json.Marshal.
 func BenchmarkEncodeSendRecords(b *testing.B) {

@@ -449,7 +449,7 @@ func (s *Service) commitSend(ctx context.Context, p *Principal, key port.Key, su
 				if threadOp != nil {
 					ops = append(ops, *threadOp)
 				}
-				fiData := encode(fi) // the feed slot's data, and every inbox entry's where entries hold a copy
+				fiData := encodeFeedItem(fi) // the feed slot's data, and every inbox entry's where entries hold a copy
 				ops = append(ops,
 					port.Put(item(keyMessage(p.SpaceID, msgID), msg), port.NotExists()),
 					port.Put(port.Item{Key: keyFeed(p.SpaceID, seq), Data: fiData}, port.NotExists()))

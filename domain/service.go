@@ -179,6 +179,14 @@ func (s *Service) notify(ctx context.Context, items []port.Published) {
 	}
 }
 
+// encodeFeedItem is encode(f) without the copy that passing f as an interface makes.
+func encodeFeedItem(f FeedItem) []byte {
+	if b, ok := f.appendJSON(make([]byte, 0, f.sizeHint()), &jsonSafe); ok {
+		return b
+	}
+	return encode(f)
+}
+
 func encode(v any) []byte {
 	if b, ok := encodeFast(v); ok {
 		return b
