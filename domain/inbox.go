@@ -72,7 +72,7 @@ func (s *Service) consumerScope(ctx context.Context, p *Principal, consumerID st
 		return fs, err
 	}
 	notFound := Errorf(CodeNotFound, "no such consumer").WithDetails("consumer_id", consumerID)
-	c, _, found, err := getNamed[Consumer](ctx, s.store, consumerID, keyConsumer(p.SpaceID, consumerID))
+	c, ffp, found, err := s.consumer(ctx, p.SpaceID, consumerID)
 	if err != nil {
 		return fs, err
 	}
@@ -85,13 +85,38 @@ func (s *Service) consumerScope(ctx context.Context, p *Principal, consumerID st
 	if c.View == ViewSpaceLog && !p.CanObserve() {
 		return fs, Errorf(CodeForbidden, "a space_log consumer needs the space.observe scope and grant")
 	}
+	fs = feedScope{p: p, consumer: c, binding: cursorBody{Space: p.SpaceID, Actor: p.ActorID, Consumer: c.ConsumerID,
+		ViewRev: c.ViewRevision, FilterFP: ffp, GrantFP: p.grantFingerprint()}}
+	return fs, nil
+}
+
+// consumer reads a consumer record, and returns it with the fingerprint its cursors bind (the first 32
+// hex digits of its normalized filter's); decoded records are kept by their bytes (consumerCache).
+func (s *Service) consumer(ctx context.Context, space, consumerID string) (Consumer, string, bool, error) {
+	if !ValidID(consumerID) {
+		return Consumer{}, "", false, nil
+	}
+	key := keyConsumer(space, consumerID)
+	it, found, err := s.store.Get(ctx, key)
+	if err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("reading %s: %w", key, err)
+		}
+		return Consumer{}, "", false, err
+	}
+	if e, ok := s.consumers.get(it.Data); ok {
+		return e.c, e.filterFP, true, nil
+	}
+	c, err := decodeItem[Consumer](it)
+	if err != nil {
+		return Consumer{}, "", false, err
+	}
 	ffp, err := Fingerprint(c.Filter.Normalize())
 	if err != nil {
-		return fs, fmt.Errorf("filter fingerprint: %w", err)
+		return Consumer{}, "", false, fmt.Errorf("filter fingerprint: %w", err)
 	}
-	fs = feedScope{p: p, consumer: c, binding: cursorBody{Space: p.SpaceID, Actor: p.ActorID, Consumer: c.ConsumerID,
-		ViewRev: c.ViewRevision, FilterFP: ffp[:32], GrantFP: p.grantFingerprint()}}
-	return fs, nil
+	s.consumers.put(it.Data, cachedConsumer{c: c, filterFP: ffp[:32]})
+	return c, ffp[:32], true, nil
 }
 
 // position verifies a cursor against the scope and returns its position (0 for a null cursor).

@@ -82,6 +82,7 @@ type Service struct {
 	states        *stateCache
 	auth          *authCache
 	feed          *feedCache
+	consumers     *consumerCache
 	ahead         *readAhead // nil without Config.ReadAhead
 	webhooks      port.WebhookSender
 	deliveryQueue port.DeliveryQueue
@@ -108,7 +109,7 @@ func New(cfg Config) (*Service, error) {
 		log: cfg.Logger, cursors: cursorCodec{key: append([]byte(nil), cfg.CursorKey...)},
 		limits: DefaultLimits(), caps: cfg.Capabilities, version: cfg.AppVersion, retries: cfg.CommitRetries, inlineBodyMax: cfg.InlineBodyMax,
 	}
-	s.states, s.auth, s.feed = newStateCache(64), newAuthCache(), newFeedCache()
+	s.states, s.auth, s.feed, s.consumers = newStateCache(64), newAuthCache(), newFeedCache(), newConsumerCache()
 	s.deletionKick = cfg.DeletionStarted
 	s.storage = cfg.Storage
 	s.quotas = DefaultQuotas()

@@ -120,3 +120,34 @@ func TestAckResultAsReplayed(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAfterFilterChange: a read right after a consumer's filter changed, and right after it changed
+// back, applies the filter the consumer has then (decoded consumer records are kept by their bytes, so a
+// change is never served from an older record).
+func TestReadAfterFilterChange(t *testing.T) {
+	ctx := context.Background()
+	f := domaintest.New(t, domaintest.MemBackend, nil)
+	sp := f.Space()
+	a, c, b := f.Party(sp.SpaceID), f.Party(sp.SpaceID), f.Party(sp.SpaceID)
+	f.Send(a.P, "from a", b.ActorID)
+	f.Send(c.P, "from c", b.ActorID)
+	producers := func() []string {
+		items, _ := f.ReadAll(f.Principal(b.Token), b.ConsumerID, nil, 10)
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ProducerID)
+		}
+		return out
+	}
+	if got := producers(); len(got) != 2 {
+		t.Fatalf("without a filter: producers %v, want both", got)
+	}
+	for _, only := range []string{a.ActorID, c.ActorID, a.ActorID} {
+		if _, err := f.Svc.UpdateConsumer(ctx, sp.SpaceID, b.ConsumerID, domain.UpdateConsumerRequest{Filter: &domain.Filter{ProducerIDs: []string{only}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := producers(); len(got) != 1 || got[0] != only {
+			t.Fatalf("filter on %s: producers %v", only, got)
+		}
+	}
+}
