@@ -242,7 +242,7 @@ func (s *Store) makeDurable(g *group) {
 			s.viewMu.Unlock()
 			s.active.Add(1) // Close waits for the apply
 			s.answer(g, nil)
-			go s.applyGroup(g)
+			s.applies <- g
 			return
 		}
 	}
@@ -270,6 +270,17 @@ func (s *Store) answer(g *group, err error) {
 		close(r.done)
 		s.active.Done()
 	}
+}
+
+// startApplier starts the goroutine that applies the answered groups, in order, until Close (Open).
+func (s *Store) startApplier() {
+	s.applies, s.applierDone = make(chan *group, 1), make(chan struct{})
+	go func() {
+		defer close(s.applierDone)
+		for g := range s.applies {
+			s.applyGroup(g)
+		}
+	}()
 }
 
 // applyGroup applies a durable group's batch to the memtable and publishes the view after it, then lets the

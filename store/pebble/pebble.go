@@ -202,6 +202,17 @@ type Store struct {
 	found      readCache      // items Get found, as of view
 	absent     absentKeys     // keys Get and GetMany found absent, as of view
 	snaps      sync.WaitGroup // open snapshots
+	// pin is a snapshot older than every view, replaced about every pinEvery (publishView): pebble looks
+	// for compactions to run whenever the oldest snapshot is closed, which a view would otherwise be at
+	// every group. Owned by the applier; the pinned versions are at most a few seconds old.
+	pin      *pdb.Snapshot
+	pinnedAt time.Time
+
+	// applies hands each answered group to the applier goroutine, which applies it (applyGroup): one
+	// goroutine for the store's life, whose stack has grown to what a memtable insert needs, instead of a
+	// new one per group. At most one group waits in it (the next is made durable after it is applied).
+	applies     chan *group
+	applierDone chan struct{}
 
 	failed atomic.Pointer[error] // the storage failure in force; every commit fails with it until recovered
 	// unapplied is set when an answered group could not be applied to the memtable (applyGroup): only a
@@ -338,8 +349,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{db: db, lock: lock, journal: j, memKeys: mk, max: opts.MaxBatchSize, log: opts.Logger, hot: make(hotCache),
 		found: make(readCache), absent: make(absentKeys), onBatch: opts.OnBatch, fs: fsys, dir: dir, segSize: segSize, recoverEvery: opts.RecoverEvery,
 		stop: make(chan struct{}), elog: elog}
+	s.pin, s.pinnedAt = db.NewSnapshot(), time.Now()
 	s.snaps.Add(1)
 	s.view = &snapView{snap: db.NewSnapshot(), refs: 1}
+	s.startApplier()
 	s.startRecovery()
 	return s, nil
 }
@@ -433,6 +446,8 @@ func (s *Store) close(clean bool) error {
 		close(s.stop)
 		s.recoverDone.Wait()
 		s.active.Wait()
+		close(s.applies) // every answered group is applied
+		<-s.applierDone
 		// A store refusing writes leaves its journal to the next Open, as a killed process would: the
 		// flush of a clean close needs room the volume may not have.
 		clean = clean && s.failure() == nil
@@ -443,6 +458,7 @@ func (s *Store) close(clean bool) error {
 		s.viewMu.Unlock()
 		s.release(cur)
 		s.snaps.Wait()
+		_ = s.pin.Close()
 		err := s.journal.close(clean)
 		cerr := s.db.Close()
 		if cerr != nil && errors.Is(cerr, syscall.ENOSPC) {
@@ -821,6 +837,11 @@ func (s *Store) release(v *snapView) {
 // publishView makes a snapshot of the database as it is now, after the group that wrote writes, the view of
 // later reads, and lets the reads waiting for it go on.
 func (s *Store) publishView(writes map[string]write) {
+	if time.Since(s.pinnedAt) >= pinEvery {
+		old := s.pin
+		s.pin, s.pinnedAt = s.db.NewSnapshot(), time.Now()
+		_ = old.Close()
+	}
 	s.snaps.Add(1)
 	next := &snapView{snap: s.db.NewSnapshot(), refs: 1}
 	s.viewMu.Lock()
@@ -832,6 +853,9 @@ func (s *Store) publishView(writes map[string]write) {
 	s.viewMu.Unlock()
 	s.release(old)
 }
+
+// pinEvery is how often publishView replaces the pinned snapshot (Store.pin).
+const pinEvery = time.Second
 
 // endPending marks the pending group's view published (or given up), with viewMu held: the reads waiting for
 // it go on, and nothing reads the group's writes any more, which the committer may then reuse.
