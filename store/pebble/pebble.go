@@ -204,7 +204,8 @@ type Store struct {
 	snaps      sync.WaitGroup // open snapshots
 	// pin is a snapshot older than every view, replaced about every pinEvery (publishView): pebble looks
 	// for compactions to run whenever the oldest snapshot is closed, which a view would otherwise be at
-	// every group. Owned by the applier; the pinned versions are at most a few seconds old.
+	// every group. Owned by the applier. It keeps the versions that the last second of writes overwrote or
+	// deleted until its next replacement (on a store that stops writing, its next write).
 	pin      *pdb.Snapshot
 	pinnedAt time.Time
 
