@@ -96,12 +96,8 @@ func (s *Service) consumer(ctx context.Context, space, consumerID string) (Consu
 	if !ValidID(consumerID) {
 		return Consumer{}, "", false, nil
 	}
-	key := keyConsumer(space, consumerID)
-	it, found, err := s.store.Get(ctx, key)
+	it, found, err := getItem(ctx, s.store, keyConsumer(space, consumerID))
 	if err != nil || !found {
-		if err != nil {
-			err = fmt.Errorf("reading %s: %w", key, err)
-		}
 		return Consumer{}, "", false, err
 	}
 	if e, ok := s.consumers.get(it.Data); ok {

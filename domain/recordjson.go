@@ -19,7 +19,7 @@ import (
 func encodeFast(v any) ([]byte, bool) {
 	switch r := v.(type) {
 	case FeedItem:
-		return r.appendJSON(make([]byte, 0, r.sizeHint()), &jsonSafe)
+		return r.storedJSON()
 	case storedMessage:
 		return r.appendJSON(make([]byte, 0, r.sizeHint()))
 	case Submission:
@@ -54,6 +54,11 @@ func (f FeedItem) sizeHint() int {
 		n += len(*f.ThreadID)
 	}
 	return n
+}
+
+// storedJSON writes f as it is stored, into one buffer of sizeHint.
+func (f FeedItem) storedJSON() ([]byte, bool) {
+	return f.appendJSON(make([]byte, 0, f.sizeHint()), &jsonSafe)
 }
 
 func (f FeedItem) appendJSON(b []byte, safe *asciiSafe) ([]byte, bool) {

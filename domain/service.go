@@ -182,16 +182,21 @@ func (s *Service) notify(ctx context.Context, items []port.Published) {
 
 // encodeFeedItem is encode(f) without the copy that passing f as an interface makes.
 func encodeFeedItem(f FeedItem) []byte {
-	if b, ok := f.appendJSON(make([]byte, 0, f.sizeHint()), &jsonSafe); ok {
+	if b, ok := f.storedJSON(); ok {
 		return b
 	}
-	return encode(f)
+	return marshal(f)
 }
 
 func encode(v any) []byte {
 	if b, ok := encodeFast(v); ok {
 		return b
 	}
+	return marshal(v)
+}
+
+// marshal is encode's path for what encodeFast does not write.
+func marshal(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("domain: encoding %T: %v", v, err)) // only plain structs are encoded
@@ -257,15 +262,24 @@ func getNamed[T any](ctx context.Context, st port.ItemStore, id string, key port
 // getRecord reads and decodes one record; found is false when absent.
 func getRecord[T any](ctx context.Context, st port.ItemStore, key port.Key) (T, port.Item, bool, error) {
 	var zero T
-	it, found, err := st.Get(ctx, key)
+	it, found, err := getItem(ctx, st, key)
 	if err != nil {
-		return zero, it, false, fmt.Errorf("reading %s: %w", key, err)
+		return zero, it, false, err
 	}
 	if !found {
 		return zero, it, false, nil
 	}
 	v, err := decodeItem[T](it)
 	return v, it, err == nil, err
+}
+
+// getItem reads one item; found is false when it is absent.
+func getItem(ctx context.Context, st port.ItemStore, key port.Key) (port.Item, bool, error) {
+	it, found, err := st.Get(ctx, key)
+	if err != nil {
+		return it, false, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return it, found, nil
 }
 
 // getRecords reads and decodes the records at keys with one GetMany (a round trip per hundred keys on

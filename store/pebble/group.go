@@ -238,7 +238,7 @@ func (s *Store) makeDurable(g *group) {
 				s.onBatch(len(g.reqs), time.Since(start))
 			}
 			s.viewMu.Lock()
-			s.pending, s.publishing = g, make(chan struct{}) // until publishView
+			s.pending = g // until publishView
 			s.viewMu.Unlock()
 			s.active.Add(1) // Close waits for the apply
 			s.answer(g, nil)

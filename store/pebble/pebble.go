@@ -190,18 +190,17 @@ type Store struct {
 	freeWrites []map[string]write // emptied writes maps of applied groups, for the next groups (writesMap)
 	sortBuf    []string           // buildBatch's keys, kept for the next group
 
-	viewMu     sync.Mutex // guards view, viewClosed, pending, publishing, found and absent
+	viewMu     sync.Mutex // guards view, viewClosed, pending, found and absent
 	view       *snapView  // the snapshot after the last durable group
 	viewClosed bool
-	// pending is the group answered last while its view is not published yet (applyGroup), nil when it is;
-	// publishing is closed when it is. At most one group is pending: the next is made durable after it.
-	// GetMany reads the keys pending wrote from its writes (durable, and answered); a Query of a range it
-	// wrote in, and Checkpoint, wait for its view (awaitView).
-	pending    *group
-	publishing chan struct{}
-	found      readCache      // items Get found, as of view
-	absent     absentKeys     // keys Get and GetMany found absent, as of view
-	snaps      sync.WaitGroup // open snapshots
+	// pending is the group answered last while its view is not published yet (applyGroup), nil when it is.
+	// At most one group is pending: the next is made durable after it. GetMany reads the keys pending wrote
+	// from its writes (durable, and answered); a Query of a range it wrote in, and Checkpoint, wait for its
+	// view (awaitView: its synced channel).
+	pending *group
+	found   readCache      // items Get found, as of view
+	absent  absentKeys     // keys Get and GetMany found absent, as of view
+	snaps   sync.WaitGroup // open snapshots
 	// pin is a snapshot older than every view, replaced about every pinEvery (publishView): pebble looks
 	// for compactions to run whenever the oldest snapshot is closed, which a view would otherwise be at
 	// every group. Owned by the applier. It keeps the versions that the last second of writes overwrote or
@@ -858,14 +857,10 @@ func (s *Store) publishView(writes map[string]write) {
 // pinEvery is how often publishView replaces the pinned snapshot (Store.pin).
 const pinEvery = time.Second
 
-// endPending marks the pending group's view published (or given up), with viewMu held: the reads waiting for
-// it go on, and nothing reads the group's writes any more, which the committer may then reuse.
-func (s *Store) endPending() {
-	if s.publishing != nil {
-		close(s.publishing)
-	}
-	s.pending, s.publishing = nil, nil
-}
+// endPending marks the pending group's view published (or given up), with viewMu held: later reads use the
+// view, and nothing reads the group's writes any more, which the committer may then reuse once the group is
+// finished (finish, which also lets the reads waiting for it go on).
+func (s *Store) endPending() { s.pending = nil }
 
 // pendingWrite returns the pending group's write of the encoded key, with viewMu held.
 func (s *Store) pendingWrite(key string) (write, bool) {
@@ -896,9 +891,9 @@ func (s *Store) pendingWrote(q port.Query) bool {
 // after (applyGroup), so a read that starts after a commit's answer reads that commit. A group answered
 // while it waits is not waited for: it is concurrent with the read.
 func (s *Store) awaitView() {
-	if wait := s.publishing; wait != nil {
+	if g := s.pending; g != nil {
 		s.viewMu.Unlock()
-		<-wait
+		<-g.synced
 		s.viewMu.Lock()
 	}
 }
