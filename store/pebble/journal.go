@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/minio/minlz"
 )
 
 // The journal is the store's write-ahead log, written in place of pebble's own (which the store disables):
@@ -26,10 +27,15 @@ import (
 // The journal is a sequence of numbered segment files in the journal folder of the store, "<n>.log". A
 // segment is a run of records
 //
-//	crc32c(rest) (4 bytes) ‖ len(batch) (4 bytes) ‖ n (8 bytes) ‖ batch
+//	crc32c(rest) (4 bytes) ‖ flag ‖ len(payload) (4 bytes: the flag its top bit) ‖ n (8 bytes) ‖ payload
 //
-// (little endian; the CRC covers the length, the segment number and the batch), one per group, where batch
-// is pebble's batch representation. Replay reads each segment up to its first record that is incomplete, has
+// (little endian; the CRC covers the length, the segment number and the payload), one per group, where the
+// payload is pebble's batch representation, or when the flag is set that representation compressed with
+// MinLZ (a block). A batch of compressMin bytes or more is written compressed when that saves a quarter of
+// it: an inbox.ack of 50 items, about 45 KB, takes about a fifth of that, and a write and fdatasync of 48 KB
+// took 300 µs here against 200 µs for 16 KB and 180 µs for 4 KB. Journals written before the flag existed
+// read as they did; a binary from before it stops replaying at the first compressed record, so a store is
+// taken back to such a binary only after a clean close (which leaves no record to replay). Replay reads each segment up to its first record that is incomplete, has
 // a bad CRC or carries another segment's number: a torn write at the end, the zeros of an unused file, or
 // the records of the segment the file held before it was recycled.
 //
@@ -62,7 +68,9 @@ type journal struct {
 	num  uint64   // f's segment number, or the number of the next segment to open while f is nil
 	off  int64    // the end of f's last record
 	good int64    // the end of f's last record that is durable and answered (committed): what a repair keeps
+	used int64    // the bytes f's records hold before compression: what the segment puts in the memtable
 	rec  []byte   // the record being written, reused
+	zbuf []byte   // the compressed batch of the record being written, reused
 	werr error    // set once a write or sync failed: the journal takes nothing more until repair
 
 	mu     sync.Mutex // guards spare, sealed and opened
@@ -223,7 +231,10 @@ func (j *journal) replay(n uint64, apply func([]byte) error) error {
 		return fmt.Errorf("journal: replay: %w", mapErr(err))
 	}
 	for off := 0; ; {
-		batch, next, ok := parseRecord(data, off, n)
+		batch, next, ok, err := parseRecord(data, off, n)
+		if err != nil {
+			return fmt.Errorf("journal: replay segment %d at %d: %w", n, off, err)
+		}
 		if !ok {
 			return nil
 		}
@@ -234,33 +245,60 @@ func (j *journal) replay(n uint64, apply func([]byte) error) error {
 	}
 }
 
+// compressedRecord is the flag of a record whose payload is its batch compressed (the top bit of the
+// length field), and compressMin the smallest batch written compressed.
+const (
+	compressedRecord = 1 << 31
+	compressMin      = 8 << 10
+)
+
 // parseRecord reads the record of segment n at off in data: its batch and the offset after it, or ok false
-// where the segment's records end.
-func parseRecord(data []byte, off int, n uint64) (batch []byte, next int, ok bool) {
+// where the segment's records end. The batch of a compressed record is decompressed into a new slice; a
+// compressed record whose CRC holds but which does not decompress is an error.
+func parseRecord(data []byte, off int, n uint64) (batch []byte, next int, ok bool, err error) {
 	if off < 0 || len(data)-off < recordHeader {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
 	h := data[off : off+recordHeader]
-	size := int(binary.LittleEndian.Uint32(h[4:8]))
+	field := binary.LittleEndian.Uint32(h[4:8])
+	size := int(field &^ compressedRecord)
 	if size == 0 || binary.LittleEndian.Uint64(h[8:16]) != n || size > len(data)-off-recordHeader {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
 	end := off + recordHeader + size
 	if crc32.Checksum(data[off+4:end], castagnoli) != binary.LittleEndian.Uint32(h[0:4]) {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
-	return data[off+recordHeader : end], end, true
+	payload := data[off+recordHeader : end]
+	if field&compressedRecord == 0 {
+		return payload, end, true, nil
+	}
+	if batch, err = minlz.Decode(nil, payload); err != nil {
+		return nil, 0, false, fmt.Errorf("decompressing a record: %w", err)
+	}
+	return batch, end, true, nil
 }
 
-// appendRecord appends the record of batch for segment n to dst.
-func appendRecord(dst []byte, n uint64, batch []byte) []byte {
+// appendRecord appends the record of batch for segment n to dst, its payload compressed into zbuf when that
+// pays (compressMin), and returns dst and zbuf.
+func appendRecord(dst, zbuf []byte, n uint64, batch []byte) ([]byte, []byte, error) {
+	payload, field := batch, uint32(len(batch))
+	if len(batch) >= compressMin && len(batch) <= minlz.MaxBlockSize {
+		z, err := minlz.Encode(zbuf[:cap(zbuf)], batch, minlz.LevelFastest)
+		if err == nil && len(z) <= len(batch)-len(batch)/4 {
+			payload, field, zbuf = z, uint32(len(z))|compressedRecord, z
+		}
+	}
+	if len(payload) >= compressedRecord {
+		return dst, zbuf, fmt.Errorf("a group's batch of %d bytes is too large for a record", len(batch))
+	}
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(batch)))
+	dst = binary.LittleEndian.AppendUint32(dst, field)
 	dst = binary.LittleEndian.AppendUint64(dst, n)
-	dst = append(dst, batch...)
+	dst = append(dst, payload...)
 	binary.LittleEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
-	return dst
+	return dst, zbuf, nil
 }
 
 // readFile reads a whole file.
@@ -350,7 +388,7 @@ func (j *journal) open(n uint64) error {
 		}
 		return fmt.Errorf("journal: open segment %d: %w", n, mapErr(err))
 	}
-	j.f, j.num, j.off, j.good = f, n, 0, 0
+	j.f, j.num, j.off, j.good, j.used = f, n, 0, 0, 0
 	j.mu.Lock()
 	j.opened = n
 	j.mu.Unlock()
@@ -389,18 +427,24 @@ func (j *journal) append(batch []byte) error {
 			return j.broken(err)
 		}
 	}
-	if j.off > 0 && j.off+recordHeader+int64(len(batch)) > j.segSize {
+	// Sealed by the size of the batches, not of the records: a segment then never holds more than the
+	// memtable it is flushed from (memTableSize), however well its batches compress.
+	if j.off > 0 && j.used+recordHeader+int64(len(batch)) > j.segSize {
 		if err := j.seal(); err != nil {
 			return j.broken(err)
 		}
 	}
-	j.rec = appendRecord(j.rec[:0], j.num, batch)
+	var err error
+	if j.rec, j.zbuf, err = appendRecord(j.rec[:0], j.zbuf, j.num, batch); err != nil {
+		return j.broken(fmt.Errorf("journal: %w", err))
+	}
 	if _, err := j.f.WriteAt(j.rec, j.off); err != nil {
 		return j.broken(fmt.Errorf("journal: write: %w", mapErr(err)))
 	}
 	j.off += int64(len(j.rec))
+	j.used += recordHeader + int64(len(batch))
 	if cap(j.rec) > 4*zeroChunk {
-		j.rec = nil // a huge group's record is not kept
+		j.rec, j.zbuf = nil, nil // a huge group's record is not kept
 	}
 	return nil
 }
