@@ -33,7 +33,9 @@ import (
 // payload is pebble's batch representation, or when the flag is set that representation compressed with
 // MinLZ (a block). A batch of compressMin bytes or more is written compressed when that saves a quarter of
 // it: an inbox.ack of 50 items, about 45 KB, takes about a fifth of that, and a write and fdatasync of 48 KB
-// took 300 µs here against 200 µs for 16 KB and 180 µs for 4 KB. Journals written before the flag existed
+// took 300 µs here against 200 µs for 16 KB and 180 µs for 4 KB. Below compressMin the fsync takes about as
+// long whatever the size, and compressing would only cost CPU (a lone send's record is about 2.5 KB, a group
+// of ten sends about 25 KB). Journals written before the flag
 // read as they did; a binary from before it stops replaying at the first compressed record, so a store is
 // taken back to such a binary only after a clean close (which leaves no record to replay). Replay reads each segment up to its first record that is incomplete, has
 // a bad CRC or carries another segment's number: a torn write at the end, the zeros of an unused file, or
@@ -249,7 +251,7 @@ func (j *journal) replay(n uint64, apply func([]byte) error) error {
 // length field), and compressMin the smallest batch written compressed.
 const (
 	compressedRecord = 1 << 31
-	compressMin      = 8 << 10
+	compressMin      = 32 << 10
 )
 
 // parseRecord reads the record of segment n at off in data: its batch and the offset after it, or ok false

@@ -366,14 +366,14 @@ func TestJournalReplaysCompressedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := func(i int) []byte {
-		return []byte(strings.Repeat(fmt.Sprintf("value %d of a compressible group; ", i), 400))
+		return []byte(strings.Repeat(fmt.Sprintf("value %d of a compressible group; ", i), 1100))
 	}
-	const n = 12 // about 12 × 14 KB of batches, written as about 12 × 1 KB of records
+	const n = 6 // about 6 × 38 KB of batches, written as about 6 × 2 KB of records
 	for i := range n {
 		put(t, s, port.Key{PK: "P", SK: fmt.Sprintf("k%02d", i)}, value(i))
 	}
 	if s.journal.num < 2 {
-		t.Fatalf("segment %d open after %d KB of batches in segments of %d KB", s.journal.num, n*14, smallSegments>>10)
+		t.Fatalf("segment %d open after %d KB of batches in segments of %d KB", s.journal.num, n*38, smallSegments>>10)
 	}
 	if s.journal.off > s.journal.used/4 {
 		t.Fatalf("%d bytes of records for %d bytes of batches: not compressed", s.journal.off, s.journal.used)
@@ -395,7 +395,7 @@ func TestJournalReplaysCompressedRecords(t *testing.T) {
 func FuzzParseRecord(f *testing.F) {
 	f.Add(record(f, 1, []byte("batch")), uint64(1))
 	f.Add(append(record(f, 3, []byte("one")), record(f, 3, []byte("two"))...), uint64(3))
-	f.Add(record(f, 2, bytes.Repeat([]byte("compressible "), 1000)), uint64(2))
+	f.Add(record(f, 2, bytes.Repeat([]byte("compressible "), 3000)), uint64(2))
 	f.Add(make([]byte, 64), uint64(1))
 	f.Fuzz(func(t *testing.T, data []byte, n uint64) {
 		for off := 0; ; {
