@@ -52,6 +52,12 @@ func (r *recordScanner) str() string {
 	return r.s[start:end]
 }
 
+// member reads the literal lit (a member's name and its punctuation), then a string as str does.
+func (r *recordScanner) member(lit string) string {
+	r.lit(lit)
+	return r.str()
+}
+
 // skipStr reads a string as str does, without returning it.
 func (r *recordScanner) skipStr() { r.strSpan() }
 
@@ -200,58 +206,55 @@ func (r *recordScanner) rawTail() json.RawMessage {
 	return append(json.RawMessage(nil), raw...)
 }
 
+// dataMember is one member of a feed item's data as appendJSON writes it.
+type dataMember struct {
+	lit  string // its name, with the punctuation before it and the colon after
+	kind byte   // its value: 's' a string, 'S' a string or null, 'i' an integer
+}
+
+// itemDataShapes are the members of MessageItemData and ReceiptItemData, in the order appendJSON writes them.
+var itemDataShapes = [...][]dataMember{
+	{{`{"message_id":`, 's'}, {`,"kind":`, 's'}, {`,"subject":`, 's'}, {`,"in_reply_to":`, 'S'}, {`,"attachment_count":`, 'i'}},
+	{{`{"consumer_id":`, 's'}, {`,"acked_item_id":`, 's'}, {`,"resource_id":`, 's'}, {`,"stage":`, 's'}, {`,"receipt_version":`, 'i'}},
+}
+
 // validItemData reports whether raw is the data of a message or a receipt feed item as appendJSON writes it
-// (MessageItemData, ReceiptItemData): valid JSON, checked without the general validator's cost. False says
-// only that it is not in that form.
+// (itemDataShapes): valid JSON, checked without the general validator's cost. False says only that it is not
+// in that form.
 func validItemData(raw []byte) bool {
-	r := recordScanner{b: raw, ok: true} // only skipStr reads its strings: s is not needed
-	if len(raw) > 14 && string(raw[:14]) == `{"message_id":` {
-		r.i = 14
-		r.skipStr()
-		r.lit(`,"kind":`)
-		r.skipStr()
-		r.lit(`,"subject":`)
-		r.skipStr()
-		r.lit(`,"in_reply_to":`)
-		if !r.null() {
-			r.skipStr()
+	for _, shape := range itemDataShapes {
+		if first := shape[0].lit; len(raw) < len(first) || string(raw[:len(first)]) != first {
+			continue
 		}
-		r.lit(`,"attachment_count":`)
-		r.skipInt()
-	} else {
-		r.lit(`{"consumer_id":`)
-		r.skipStr()
-		r.lit(`,"acked_item_id":`)
-		r.skipStr()
-		r.lit(`,"resource_id":`)
-		r.skipStr()
-		r.lit(`,"stage":`)
-		r.skipStr()
-		r.lit(`,"receipt_version":`)
-		r.skipInt()
+		r := recordScanner{b: raw, ok: true} // only skipStr reads its strings: s is not needed
+		for _, m := range shape {
+			r.lit(m.lit)
+			switch {
+			case m.kind == 'i':
+				r.skipInt()
+			case m.kind == 'S' && r.null():
+			default:
+				r.skipStr()
+			}
+		}
+		r.lit("}")
+		return r.ok && r.i == len(raw)
 	}
-	r.lit("}")
-	return r.ok && r.i == len(raw)
+	return false
 }
 
 // parseFeedItem decodes a feed item in the exact form FeedItem.appendJSON writes.
 func parseFeedItem(data []byte) (FeedItem, bool) {
 	r := recordScanner{b: data, s: string(data), ok: true}
 	var f FeedItem
-	r.lit(`{"item_id":`)
-	f.ItemID = r.str()
-	r.lit(`,"space_id":`)
-	f.SpaceID = r.str()
-	r.lit(`,"visible_seq":`)
-	f.VisibleSeq = r.str()
-	r.lit(`,"item_type":`)
-	f.ItemType = ItemType(r.str())
-	r.lit(`,"resource_id":`)
-	f.ResourceID = r.str()
+	f.ItemID = r.member(`{"item_id":`)
+	f.SpaceID = r.member(`,"space_id":`)
+	f.VisibleSeq = r.member(`,"visible_seq":`)
+	f.ItemType = ItemType(r.member(`,"item_type":`))
+	f.ResourceID = r.member(`,"resource_id":`)
 	r.lit(`,"resource_version":`)
 	f.ResourceVersion = r.int64()
-	r.lit(`,"producer_id":`)
-	f.ProducerID = r.str()
+	f.ProducerID = r.member(`,"producer_id":`)
 	r.lit(`,"recipient_ids":`)
 	f.RecipientIDs = r.strings()
 	r.lit(`,"thread_id":`)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,30 @@ func settle(t *testing.T, s *Store) {
 	}
 }
 
+// openSmallSegments opens a store in a new folder with journal segments of smallSegments, and returns it with
+// its folder and options.
+func openSmallSegments(t *testing.T) (*Store, string, Options) {
+	t.Helper()
+	dir, opts := filepath.Join(t.TempDir(), "items"), Options{segmentSize: smallSegments}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir, opts
+}
+
+// reopenAfterCrash crashes s (crash) and opens the store in dir again, closed when the test ends.
+func reopenAfterCrash(t *testing.T, s *Store, dir string, opts Options) *Store {
+	t.Helper()
+	crash(t, s)
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("reopen after the crash: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // mustGet reads key and fails the test unless its data is want (nil: absent).
 func mustGet(t *testing.T, s *Store, key port.Key, want []byte) {
 	t.Helper()
@@ -118,13 +143,7 @@ func TestJournalReplaysAfterCrash(t *testing.T) {
 			if s.journal.num < 5 || len(files) > 4 {
 				t.Fatalf("segment %d open, files %v: want many segments in a few recycled files", s.journal.num, files)
 			}
-			crash(t, s)
-
-			s, err = Open(dir, opts)
-			if err != nil {
-				t.Fatalf("reopen after the crash: %v", err)
-			}
-			defer s.Close()
+			s = reopenAfterCrash(t, s, dir, opts)
 			for i := range n {
 				mustGet(t, s, port.Key{PK: "P", SK: fmt.Sprintf("k%04d", i)}, []byte(fmt.Sprint(i, pad)))
 			}
@@ -171,23 +190,20 @@ func TestJournalTornTail(t *testing.T) {
 // TestJournalRecordLargerThanASegment: a group's record larger than a whole segment is written alone into a
 // segment of its own, which grows to hold it, and is replayed after a crash.
 func TestJournalRecordLargerThanASegment(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "items")
-	opts := Options{segmentSize: smallSegments}
-	s, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir, opts := openSmallSegments(t)
 	small := []byte("small")
-	big := bytes.Repeat([]byte("b"), 3*smallSegments)
+	big := make([]byte, 3*smallSegments) // random, so that its record is not compressed smaller than a segment
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
 	put(t, s, port.Key{PK: "P", SK: "1"}, small)
 	put(t, s, port.Key{PK: "P", SK: "2"}, big)
-	put(t, s, port.Key{PK: "P", SK: "3"}, small)
-	crash(t, s)
-	s, err = Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
+	if s.journal.off <= smallSegments {
+		t.Fatalf("the big group's segment holds %d bytes: its record is not larger than a segment", s.journal.off)
 	}
-	defer s.Close()
+	put(t, s, port.Key{PK: "P", SK: "3"}, small)
+	s = reopenAfterCrash(t, s, dir, opts)
 	mustGet(t, s, port.Key{PK: "P", SK: "1"}, small)
 	mustGet(t, s, port.Key{PK: "P", SK: "2"}, big)
 	mustGet(t, s, port.Key{PK: "P", SK: "3"}, small)
@@ -359,12 +375,7 @@ func TestRecordUndecodable(t *testing.T) {
 // TestJournalReplaysCompressedRecords: groups large enough to be written compressed are all back after a
 // crash, and a segment is sealed by the size of its batches, not of its smaller records.
 func TestJournalReplaysCompressedRecords(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "items")
-	opts := Options{segmentSize: smallSegments}
-	s, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir, opts := openSmallSegments(t)
 	value := func(i int) []byte {
 		return []byte(strings.Repeat(fmt.Sprintf("value %d of a compressible group; ", i), 1100))
 	}
@@ -378,12 +389,7 @@ func TestJournalReplaysCompressedRecords(t *testing.T) {
 	if s.journal.off > s.journal.used/4 {
 		t.Fatalf("%d bytes of records for %d bytes of batches: not compressed", s.journal.off, s.journal.used)
 	}
-	crash(t, s)
-	s, err = Open(dir, opts)
-	if err != nil {
-		t.Fatalf("reopen after the crash: %v", err)
-	}
-	defer s.Close()
+	s = reopenAfterCrash(t, s, dir, opts)
 	for i := range n {
 		mustGet(t, s, port.Key{PK: "P", SK: fmt.Sprintf("k%02d", i)}, value(i))
 	}
