@@ -9,8 +9,6 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"pgregory.net/rapid"
-
-	"github.com/waypost/waypost/domain/port"
 )
 
 // plainFeedItem draws a feed item as the service stores them: IDs of printable ASCII, a UTC time, and the data
@@ -129,12 +127,6 @@ func FuzzDecodeFeedItem(f *testing.F) {
 		var got FeedItem
 		if decodeFast(data, &got) {
 			sameAsGeneralDecoders(t, data, got)
-		}
-		var stored FeedItem
-		if err := decodeStored(data, &stored); err == nil {
-			if _, err := decodeItem[FeedItem](port.Item{Data: data}); err != nil {
-				t.Fatalf("decodeItem refused what decodeStored decoded: %v", err)
-			}
 		}
 	})
 }

@@ -27,18 +27,21 @@ import (
 // The journal is a sequence of numbered segment files in the journal folder of the store, "<n>.log". A
 // segment is a run of records
 //
-//	crc32c(rest) (4 bytes) ‖ flag ‖ len(payload) (4 bytes: the flag its top bit) ‖ n (8 bytes) ‖ payload
+//	crc32c(rest) (4 bytes) ‖ len(payload) | flag (4 bytes) ‖ n (8 bytes) ‖ payload
 //
-// (little endian; the CRC covers the length, the segment number and the payload), one per group, where the
-// payload is pebble's batch representation, or when the flag is set that representation compressed with
-// MinLZ (a block). A batch of compressMin bytes or more is written compressed when that saves a quarter of
-// it: an inbox.ack of 50 items, about 45 KB, takes about a fifth of that, and a write and fdatasync of 48 KB
-// took 300 µs here against 200 µs for 16 KB and 180 µs for 4 KB. Below compressMin the fsync takes about as
-// long whatever the size, and compressing would only cost CPU (a lone send's record is about 2.5 KB, a group
-// of ten sends about 25 KB). Journals written before the flag
-// read as they did; a binary from before it stops replaying at the first compressed record, so a store is
-// taken back to such a binary only after a clean close (which leaves no record to replay). Replay reads each segment up to its first record that is incomplete, has
-// a bad CRC or carries another segment's number: a torn write at the end, the zeros of an unused file, or
+// (little endian; the CRC covers the length, the segment number and the payload), one per group. The
+// payload is pebble's batch representation, or, when the flag (the length field's top bit,
+// compressedRecord) is set, that representation compressed with MinLZ (a block). A batch of compressMin
+// bytes or more is written compressed when that saves a quarter of it: an inbox.ack of 50 items, about 45
+// KB, takes about a fifth of that, and a write and fdatasync of 48 KB took 300 µs here against 200 µs for 16
+// KB and 180 µs for 4 KB. Below compressMin the fsync takes about as long whatever the size, and
+// compressing would only cost CPU (a lone send's record is about 2.5 KB, a group of ten sends about 25 KB).
+// Journals written before the flag read as they did; a binary from before it stops replaying at the first
+// compressed record, so a store is taken back to such a binary only after a clean close (which leaves no
+// record to replay).
+//
+// Replay reads each segment up to its first record that is incomplete, has a bad CRC or carries another
+// segment's number: a torn write at the end, the zeros of an unused file, or
 // the records of the segment the file held before it was recycled.
 //
 // Segment files are written in place, never appended to: a new file is filled with zeros and synced before
@@ -445,8 +448,8 @@ func (j *journal) append(batch []byte) error {
 	}
 	j.off += int64(len(j.rec))
 	j.used += recordHeader + int64(len(batch))
-	if cap(j.rec) > 4*zeroChunk {
-		j.rec, j.zbuf = nil, nil // a huge group's record is not kept
+	if cap(j.rec) > 4*zeroChunk || cap(j.zbuf) > 4*zeroChunk {
+		j.rec, j.zbuf = nil, nil // a huge group's buffers are not kept
 	}
 	return nil
 }
