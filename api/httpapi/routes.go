@@ -82,12 +82,14 @@ func (a *API) caller(r *http.Request, o *ops.Op) (ops.Call, error) {
 // checked against the operation's schema as the MCP arguments are. It returns the request_id of the body,
 // which the envelope echoes.
 func (a *API) request(r *http.Request, o *ops.Op) (any, string, error) {
-	raw := o.Params(r.PathValue, r.URL.Query())
+	var raw []byte
 	if o.HasBody() {
 		var err error
 		if raw, err = a.readRaw(r); err != nil {
 			return nil, "", err
 		}
+	} else {
+		raw = o.Params(r.PathValue, r.URL.Query())
 	}
 	req, rid, err := a.ops.Decode(o, raw, false, r.PathValue)
 	if !o.EchoesRequestID() {
