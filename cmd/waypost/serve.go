@@ -27,9 +27,9 @@ const serveGCPercent = 400
 //   - GOMAXPROCS: one P more than the runtime's default (the CPUs it may use). A thread blocked in a
 //     system call keeps its P until the runtime's monitor takes it back, and the server's threads block
 //     often and long: the journal's fdatasync of every group commit, pebble's table writes and syncs.
-//     With as many Ps as CPUs, a core then idles while goroutines wait to run; with one more, at 32
-//     clients on 2 CPUs, sends were 3–24 % faster with a lower p99, and a lone client no slower
-//     (docs/benchmarks.md, "Issue 31, seventh pass").
+//     With as many Ps as CPUs, a CPU then idles while goroutines wait to run; with one more, at 32
+//     clients on 2 CPUs, sends were 3–24 % faster with a lower p99, a lone client the same within the
+//     spread (docs/decisions.md, "One P more than the CPUs").
 func tuneRuntime(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
