@@ -48,8 +48,8 @@ func newServeCmd() *cobra.Command {
 		Long: `Run the embedded Waypost server: the HTTP data plane under /v0 and the control plane under
 /admin/v0, with all data (database, message bodies, secrets) in one directory. The directory records
 its format in a FORMAT file; a directory of another format is refused at start (there is no migration).
-The garbage collector runs at GOGC=400 unless the GOGC environment variable says otherwise, and the
-runtime with one more P than it may use CPUs (GOMAXPROCS), so that a thread blocked in fdatasync does
+The garbage collector runs at GOGC=400 unless the GOGC environment variable says otherwise. The
+scheduler runs one P more than the CPUs the process may use, so that a thread blocked in fdatasync does
 not leave a CPU idle, unless the GOMAXPROCS environment variable says otherwise.
 
 The admin secret is read from WAYPOST_ADMIN_SECRET; when it is unset, a secret is generated into
