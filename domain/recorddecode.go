@@ -224,10 +224,13 @@ func validItemData(raw []byte) bool {
 		r := recordScanner{b: raw, ok: true} // only skipStr reads its strings: s is not needed
 		for _, m := range shape {
 			r.lit(m.lit)
-			switch {
-			case m.kind == 'i':
+			switch m.kind {
+			case 'i':
 				r.skipInt()
-			case m.kind == 'S' && r.null():
+			case 'S':
+				if !r.null() {
+					r.skipStr()
+				}
 			default:
 				r.skipStr()
 			}

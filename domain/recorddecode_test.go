@@ -156,3 +156,19 @@ func BenchmarkDecodeFeedItem(b *testing.B) {
 		})
 	}
 }
+
+// TestValidItemDataTakesStoredShapes: the data of message and receipt feed items, as the service encodes
+// it, is recognised by validItemData's shape matcher (without it, every item's data goes to the general
+// validator: still right, only slower, which no other test would notice).
+func TestValidItemDataTakesStoredShapes(t *testing.T) {
+	reply := "msg_0"
+	for _, v := range []any{
+		MessageItemData{MessageID: "msg_1", Kind: "message", Subject: "s", AttachmentCount: 2},
+		MessageItemData{MessageID: "msg_1", Kind: "message", Subject: "", InReplyTo: &reply},
+		ReceiptItemData{ConsumerID: "con_1", AckedItemID: "it_1", ResourceID: "msg_1", Stage: StageProcessed, ReceiptVersion: 3},
+	} {
+		if data := encode(v); !validItemData(data) {
+			t.Errorf("validItemData refused %s", data)
+		}
+	}
+}

@@ -41,8 +41,8 @@ import (
 // record to replay).
 //
 // Replay reads each segment up to its first record that is incomplete, has a bad CRC or carries another
-// segment's number: a torn write at the end, the zeros of an unused file, or
-// the records of the segment the file held before it was recycled.
+// segment's number: a torn write at the end, the zeros of an unused file, or the records of the segment the
+// file held before it was recycled.
 //
 // Segment files are written in place, never appended to: a new file is filled with zeros and synced before
 // its first record, and the files of old segments are reused. Writing inside a file whose blocks are
